@@ -1,0 +1,1 @@
+//! Cross-crate integration tests for nresilience; the tests live in `tests/tests/`.
