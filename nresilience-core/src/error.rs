@@ -1,0 +1,254 @@
+//! Why a call stopped, and the error a failed call returns (SPEC E3, B7).
+
+use std::error::Error;
+use std::fmt;
+use std::time::Duration;
+
+use crate::{InvalidBackoff, InvalidBudget};
+
+/// Why a call stopped (SPEC E3).
+///
+/// A caller cancels a call by dropping its future: nothing runs after that, so there is no
+/// report to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// An attempt succeeded.
+    Succeeded,
+    /// An attempt failed in a way no retry can fix.
+    Permanent,
+    /// The attempts allowed were used up (or the call may not be retried at all).
+    AttemptsExhausted,
+    /// The retry budget refused a retry (B7).
+    BudgetExhausted,
+    /// The deadline passed, or the next delay would have passed it (K14).
+    DeadlineExceeded,
+}
+
+impl StopReason {
+    /// The `nresilience.outcome` metric tag, e.g. `budget_exhausted`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Succeeded => "succeeded",
+            StopReason::Permanent => "permanent",
+            StopReason::AttemptsExhausted => "attempts_exhausted",
+            StopReason::BudgetExhausted => "budget_exhausted",
+            StopReason::DeadlineExceeded => "deadline_exceeded",
+        }
+    }
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a retry was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// The retry budget had no token for the retry.
+    BudgetExhausted,
+}
+
+impl RejectReason {
+    /// The `nresilience.reason` metric tag.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::BudgetExhausted => "budget_exhausted",
+        }
+    }
+}
+
+/// A retry refused by the budget (B7).
+///
+/// `retry_after` is the time the budget's floor needs to fund the missing token, taken after
+/// the rejection pause; `None` when the floor is zero and only successes refill the bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallRejected {
+    /// Why the retry was refused.
+    pub reason: RejectReason,
+    /// When to come back, if anyone can honestly say.
+    pub retry_after: Option<Duration>,
+}
+
+impl CallRejected {
+    /// A budget refusal with its hint.
+    pub const fn budget_exhausted(retry_after: Option<Duration>) -> Self {
+        Self {
+            reason: RejectReason::BudgetExhausted,
+            retry_after,
+        }
+    }
+}
+
+impl fmt::Display for CallRejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "retry refused: {}", self.reason.as_str())?;
+        if let Some(after) = self.retry_after {
+            write!(f, ", retry after {after:?}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Error for CallRejected {}
+
+/// What the last attempt of a failed call ended with.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LastAttempt<E> {
+    /// It returned this error.
+    Error(E),
+    /// It was cut by the attempt timeout, the attempt ceiling or the deadline.
+    TimedOut,
+    /// This process's own limiter or breaker refused it: it never ran.
+    Refused,
+    /// It returned a value the classifier did not accept as a success.
+    Rejected,
+}
+
+/// A call that did not succeed: why it stopped, how many attempts ran, and what the last
+/// one ended with.
+pub struct RetryError<E> {
+    reason: StopReason,
+    attempts: u32,
+    last: LastAttempt<E>,
+    rejected: Option<CallRejected>,
+}
+
+impl<E> RetryError<E> {
+    pub(crate) fn new(
+        reason: StopReason,
+        attempts: u32,
+        last: LastAttempt<E>,
+        rejected: Option<CallRejected>,
+    ) -> Self {
+        Self {
+            reason,
+            attempts,
+            last,
+            rejected,
+        }
+    }
+
+    /// Why the call stopped.
+    pub fn reason(&self) -> StopReason {
+        self.reason
+    }
+
+    /// How many attempts ran, counting the first.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// What the last attempt ended with.
+    pub fn last_attempt(&self) -> &LastAttempt<E> {
+        &self.last
+    }
+
+    /// The last attempt's error, if it returned one.
+    pub fn last_error(&self) -> Option<&E> {
+        match &self.last {
+            LastAttempt::Error(error) => Some(error),
+            _ => None,
+        }
+    }
+
+    /// The last attempt's error, by value.
+    pub fn into_last_error(self) -> Option<E> {
+        match self.last {
+            LastAttempt::Error(error) => Some(error),
+            _ => None,
+        }
+    }
+
+    /// Whether the last attempt was cut by a timeout.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self.last, LastAttempt::TimedOut)
+    }
+
+    /// The budget's refusal, when the call stopped with [`StopReason::BudgetExhausted`].
+    pub fn rejection(&self) -> Option<&CallRejected> {
+        self.rejected.as_ref()
+    }
+}
+
+impl<E: fmt::Debug> fmt::Debug for RetryError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryError")
+            .field("reason", &self.reason)
+            .field("attempts", &self.attempts)
+            .field("last", &self.last)
+            .field("rejected", &self.rejected)
+            .finish()
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for RetryError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "call stopped: {} after {} attempt",
+            self.reason, self.attempts
+        )?;
+        if self.attempts != 1 {
+            f.write_str("s")?;
+        }
+        match &self.last {
+            LastAttempt::Error(error) => write!(f, ": {error}"),
+            LastAttempt::TimedOut => f.write_str(": the last attempt timed out"),
+            LastAttempt::Refused => f.write_str(": the last attempt was refused by this process"),
+            LastAttempt::Rejected => f.write_str(": the last attempt's result was not a success"),
+        }
+    }
+}
+
+impl<E: Error + 'static> Error for RetryError<E> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match (&self.last, &self.rejected) {
+            (_, Some(rejected)) => Some(rejected),
+            (LastAttempt::Error(error), None) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// A policy configuration that cannot work, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidPolicy {
+    reason: String,
+}
+
+impl InvalidPolicy {
+    pub(crate) fn new(reason: String) -> Self {
+        Self { reason }
+    }
+
+    /// Why the configuration was rejected.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+impl fmt::Display for InvalidPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid retry policy: {}", self.reason)
+    }
+}
+
+impl Error for InvalidPolicy {}
+
+impl From<InvalidBudget> for InvalidPolicy {
+    fn from(error: InvalidBudget) -> Self {
+        Self::new(error.reason().to_owned())
+    }
+}
+
+impl From<InvalidBackoff> for InvalidPolicy {
+    fn from(error: InvalidBackoff) -> Self {
+        Self::new(error.to_string())
+    }
+}

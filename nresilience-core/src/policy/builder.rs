@@ -1,0 +1,155 @@
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Config, RetryPolicy, Shared};
+use crate::breaker::CircuitBreaker;
+use crate::limiter::RateLimiter;
+use crate::{AttemptCeiling, Backoff, Criticality, InvalidPolicy, RetryBudget};
+
+/// Builds a [`RetryPolicy`]; every setter has a default, and [`build`](Self::build) checks
+/// them all.
+#[derive(Clone)]
+#[must_use]
+pub struct RetryPolicyBuilder {
+    config: Config,
+}
+
+pub(super) fn default_config() -> Config {
+    Config {
+        name: None,
+        max_attempts: 3,
+        deadline: Some(Duration::from_secs(30)),
+        attempt_timeout: Some(Duration::from_secs(10)),
+        attempt_ceiling: Some(AttemptCeiling::new()),
+        backoff: Backoff::default(),
+        budget: RetryBudget::automatic(),
+        criticality: Criticality::Normal,
+        rejection_pause: Duration::from_millis(100),
+        rate_limiter: None,
+        circuit_breaker: None,
+        jitter_seed: None,
+    }
+}
+
+impl RetryPolicyBuilder {
+    pub(super) fn new() -> Self {
+        Self {
+            config: default_config(),
+        }
+    }
+
+    /// The name on spans and the `nresilience.policy` metric tag. Defaults to `default`.
+    pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.config.name = Some(name.into());
+        self
+    }
+
+    /// The most attempts a call makes, counting the first; `1` turns retries off.
+    /// It is only a maximum: the budget bounds retries across calls. Defaults to `3`.
+    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.config.max_attempts = max_attempts;
+        self
+    }
+
+    /// The overall deadline of a call, delays included; `None` for none. Defaults to 30 s.
+    pub fn deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.config.deadline = deadline;
+        self
+    }
+
+    /// The timeout of each attempt; `None` for none. Defaults to 10 s.
+    pub fn attempt_timeout(mut self, attempt_timeout: Option<Duration>) -> Self {
+        self.config.attempt_timeout = attempt_timeout;
+        self
+    }
+
+    /// The measured attempt ceiling (E5); `None` turns it off. Defaults to
+    /// [`AttemptCeiling::default`].
+    pub fn attempt_ceiling(mut self, attempt_ceiling: Option<AttemptCeiling>) -> Self {
+        self.config.attempt_ceiling = attempt_ceiling;
+        self
+    }
+
+    /// The backoff curve. Defaults to [`Backoff::default`].
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.config.backoff = backoff;
+        self
+    }
+
+    /// Where the retry budget lives. Defaults to [`RetryBudget::Automatic`] with the default
+    /// options.
+    pub fn budget(mut self, budget: RetryBudget) -> Self {
+        self.config.budget = budget;
+        self
+    }
+
+    /// The criticality of the policy's calls (B9). Defaults to [`Criticality::Normal`].
+    pub fn criticality(mut self, criticality: Criticality) -> Self {
+        self.config.criticality = criticality;
+        self
+    }
+
+    /// The pause before a budget refusal is returned, never past the deadline (B7).
+    /// Defaults to 100 ms.
+    pub fn rejection_pause(mut self, rejection_pause: Duration) -> Self {
+        self.config.rejection_pause = rejection_pause;
+        self
+    }
+
+    /// This process's own rate limiter for attempts; its refusals are self-imposed and cost
+    /// the budget nothing (B8). Share one `Arc` across policies to share the limit.
+    /// Defaults to none.
+    pub fn rate_limiter(mut self, rate_limiter: Arc<RateLimiter>) -> Self {
+        self.config.rate_limiter = Some(Shared(rate_limiter));
+        self
+    }
+
+    /// A circuit breaker in front of every attempt (B8). Defaults to none.
+    pub fn circuit_breaker(mut self, circuit_breaker: Arc<CircuitBreaker>) -> Self {
+        self.config.circuit_breaker = Some(Shared(circuit_breaker));
+        self
+    }
+
+    /// Seeds the jitter's random source, for simulations and tests that must replay.
+    /// Defaults to the thread's random generator.
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.config.jitter_seed = Some(seed);
+        self
+    }
+
+    /// The policy, or the first setting that cannot work.
+    pub fn build(self) -> Result<RetryPolicy, InvalidPolicy> {
+        let c = &self.config;
+        if c.max_attempts == 0 {
+            return Err(InvalidPolicy::new(
+                "max_attempts must be at least 1 (the first attempt always runs)".to_owned(),
+            ));
+        }
+        if c.deadline.is_some_and(|d| d.is_zero()) {
+            return Err(InvalidPolicy::new(
+                "deadline must be longer than zero; use None for no deadline".to_owned(),
+            ));
+        }
+        if c.attempt_timeout.is_some_and(|d| d.is_zero()) {
+            return Err(InvalidPolicy::new(
+                "attempt_timeout must be longer than zero; use None for no timeout".to_owned(),
+            ));
+        }
+        c.backoff.validate()?;
+        c.budget.validate()?;
+        if let Some(ceiling) = &c.attempt_ceiling {
+            ceiling.validate()?;
+        }
+        Ok(RetryPolicy::from_config(self.config, Instant::now()))
+    }
+}
+
+impl std::fmt::Debug for RetryPolicyBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryPolicyBuilder")
+            .field("name", &self.config.name)
+            .field("max_attempts", &self.config.max_attempts)
+            .finish_non_exhaustive()
+    }
+}

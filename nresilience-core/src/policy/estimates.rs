@@ -1,0 +1,170 @@
+use std::time::{Duration, Instant};
+
+use crate::latency::LatencyWindow;
+use crate::{AttemptCeiling, MeasuredBase};
+
+/// What recent successful attempts say, as fitted at the last refresh.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Estimate {
+    /// The measured attempt ceiling (E5), once enough samples are in.
+    pub(crate) ceiling: Option<Duration>,
+    /// The latency at the measured base's quantile (K4), once enough samples are in.
+    pub(crate) measured: Option<Duration>,
+    /// A normal attempt's duration (the median), used to see whether a retry still fits
+    /// before the deadline (E6).
+    pub(crate) typical: Option<Duration>,
+}
+
+/// The latency windows of one policy and the estimate fitted from them.
+///
+/// Fitting reads every counter of a window, so it runs once per refresh interval rather
+/// than on every attempt.
+#[derive(Debug)]
+pub(crate) struct Estimates {
+    origin: Instant,
+    refresh_nanos: u128,
+    ceiling: Option<(AttemptCeiling, LatencyWindow)>,
+    measured: Option<(MeasuredBase, LatencyWindow)>,
+    fitted_epoch: Option<u128>,
+    fitted: Estimate,
+}
+
+impl Estimates {
+    pub(crate) fn new(
+        ceiling: Option<AttemptCeiling>,
+        measured: Option<MeasuredBase>,
+        now: Instant,
+    ) -> Option<Self> {
+        if ceiling.is_none() && measured.is_none() {
+            return None;
+        }
+        let refresh = ceiling.map_or(Duration::from_secs(1), |c| c.get_refresh());
+        Some(Self {
+            origin: now,
+            refresh_nanos: refresh.as_nanos().max(1),
+            ceiling: ceiling.map(|c| {
+                let window = LatencyWindow::new(c.get_window(), now)
+                    .with_minimum_samples(c.get_minimum_samples());
+                (c, window)
+            }),
+            measured: measured.map(|m| {
+                let window =
+                    LatencyWindow::new(m.window(), now).with_minimum_samples(m.minimum_samples());
+                (m, window)
+            }),
+            fitted_epoch: None,
+            fitted: Estimate::default(),
+        })
+    }
+
+    pub(crate) fn record(&mut self, duration: Duration, now: Instant) {
+        if let Some((_, window)) = &mut self.ceiling {
+            window.record(duration, now);
+        }
+        if let Some((_, window)) = &mut self.measured {
+            window.record(duration, now);
+        }
+    }
+
+    pub(crate) fn estimate(&mut self, now: Instant) -> Estimate {
+        let epoch = now.saturating_duration_since(self.origin).as_nanos() / self.refresh_nanos;
+        if self.fitted_epoch != Some(epoch) {
+            self.fitted_epoch = Some(epoch);
+            self.fitted = self.fit(now);
+        }
+        self.fitted
+    }
+
+    fn fit(&self, now: Instant) -> Estimate {
+        let (ceiling, typical) = match &self.ceiling {
+            Some((config, window)) => (
+                window
+                    .quantile(config.get_quantile(), now)
+                    .map(|q| config.ceiling_for(q)),
+                window.quantile(0.5, now),
+            ),
+            None => (None, None),
+        };
+        let measured = self
+            .measured
+            .as_ref()
+            .and_then(|(config, window)| window.quantile(config.quantile(), now));
+        Estimate {
+            ceiling,
+            measured,
+            typical: typical.or(measured),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn e5_ceiling_applies_after_minimum_samples_and_refreshes_per_interval() {
+        let start = Instant::now();
+        let mut estimates = Estimates::new(Some(AttemptCeiling::default()), None, start).unwrap();
+        for i in 0..19 {
+            estimates.record(Duration::from_millis(100), start + Duration::from_millis(i));
+        }
+        assert_eq!(
+            estimates
+                .estimate(start + Duration::from_millis(20))
+                .ceiling,
+            None
+        );
+        estimates.record(
+            Duration::from_millis(100),
+            start + Duration::from_millis(21),
+        );
+        // Still the fit of this one-second slice.
+        assert_eq!(
+            estimates
+                .estimate(start + Duration::from_millis(22))
+                .ceiling,
+            None
+        );
+        let next = estimates
+            .estimate(start + Duration::from_secs(1))
+            .ceiling
+            .unwrap();
+        let expected = 0.3; // 3 × p95 of 100 ms
+        assert!(
+            (next.as_secs_f64() - expected).abs() / expected < 0.05,
+            "{next:?}"
+        );
+    }
+
+    #[test]
+    fn e5_frozen_slice_keeps_the_healthy_fit_through_a_slowdown() {
+        let start = Instant::now();
+        let ceiling = AttemptCeiling::default().refresh(Duration::from_secs(75));
+        let mut estimates = Estimates::new(Some(ceiling), None, start).unwrap();
+        for i in 0..100 {
+            estimates.record(Duration::from_millis(20), start + Duration::from_millis(i));
+        }
+        let healthy = estimates
+            .estimate(start + Duration::from_secs(75))
+            .ceiling
+            .unwrap();
+        for i in 0..1000 {
+            let at = start + Duration::from_secs(76) + Duration::from_millis(i);
+            estimates.record(Duration::from_millis(160), at);
+        }
+        assert_eq!(
+            estimates.estimate(start + Duration::from_secs(149)).ceiling,
+            Some(healthy)
+        );
+        let refitted = estimates
+            .estimate(start + Duration::from_secs(150))
+            .ceiling
+            .unwrap();
+        assert!(refitted > healthy * 4, "{refitted:?} vs {healthy:?}");
+    }
+
+    #[test]
+    fn no_estimator_without_a_ceiling_or_measured_base() {
+        assert!(Estimates::new(None, None, Instant::now()).is_none());
+    }
+}

@@ -1,0 +1,262 @@
+//! The retry policy: what to retry, how often, how fast and within which budget.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use nresilience_core::{Backoff, RetryPolicy, StopReason};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! let policy = RetryPolicy::builder()
+//!     .name("inventory")
+//!     .backoff(Backoff::constant(Duration::from_millis(10)))
+//!     .build()
+//!     .expect("valid policy");
+//!
+//! let mut failures = 2;
+//! let value = policy
+//!     .execute(|_attempt| {
+//!         let fail = failures > 0;
+//!         failures -= 1;
+//!         async move { if fail { Err("reset") } else { Ok(42) } }
+//!     })
+//!     .await
+//!     .expect("the third attempt succeeds");
+//! assert_eq!(value, 42);
+//!
+//! let error = policy.execute(|_| async { Err::<(), _>("down") }).await.unwrap_err();
+//! assert_eq!(error.reason(), StopReason::AttemptsExhausted);
+//! assert_eq!(error.attempts(), 3); // the default: 3 attempts in all
+//! # }
+//! ```
+
+mod builder;
+mod estimates;
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+
+pub use builder::RetryPolicyBuilder;
+use estimates::{Estimate, Estimates};
+
+use crate::breaker::CircuitBreaker;
+use crate::limiter::RateLimiter;
+use crate::telemetry::Instruments;
+use crate::{AttemptCeiling, Backoff, Criticality, NextAttempt, RetryBudget, TokenBucket};
+
+/// A retry policy. Cheap to clone; clones share the policy's bucket and latency estimate.
+///
+/// Two policies built separately never share an `Automatic` bucket, even from the same
+/// settings (B10). Equality compares the settings only: a bucket created lazily by the
+/// first call does not change it.
+#[derive(Clone)]
+pub struct RetryPolicy {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    bucket: OnceLock<Option<Arc<TokenBucket>>>,
+    estimates: Option<Mutex<Estimates>>,
+    rng: Option<Mutex<StdRng>>,
+    instruments: Instruments,
+}
+
+#[derive(Clone, PartialEq)]
+struct Config {
+    name: Option<Cow<'static, str>>,
+    max_attempts: u32,
+    deadline: Option<Duration>,
+    attempt_timeout: Option<Duration>,
+    attempt_ceiling: Option<AttemptCeiling>,
+    backoff: Backoff,
+    budget: RetryBudget,
+    criticality: Criticality,
+    rejection_pause: Duration,
+    rate_limiter: Option<Shared<RateLimiter>>,
+    circuit_breaker: Option<Shared<CircuitBreaker>>,
+    jitter_seed: Option<u64>,
+}
+
+/// A component shared by reference: equal when it is the same instance.
+struct Shared<T>(Arc<T>);
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<T> PartialEq for Shared<T> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl RetryPolicy {
+    /// A builder starting from the defaults: 3 attempts, a 30 s deadline, a 10 s attempt
+    /// timeout, the measured attempt ceiling, `Backoff::default()`, an automatic budget.
+    pub fn builder() -> RetryPolicyBuilder {
+        RetryPolicyBuilder::new()
+    }
+
+    /// The policy's name, used on spans and as the `nresilience.policy` tag.
+    pub fn name(&self) -> &str {
+        self.inner.config.name.as_deref().unwrap_or("default")
+    }
+
+    /// The most attempts a call makes, the first included.
+    pub fn max_attempts(&self) -> u32 {
+        self.inner.config.max_attempts
+    }
+
+    /// Whether a call under this policy may retry at all.
+    pub fn may_retry(&self) -> bool {
+        self.inner.config.max_attempts > 1
+    }
+
+    /// The overall deadline of a call, if any.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.inner.config.deadline
+    }
+
+    /// The timeout of one attempt, if any (before the measured ceiling tightens it).
+    pub fn attempt_timeout(&self) -> Option<Duration> {
+        self.inner.config.attempt_timeout
+    }
+
+    /// The measured attempt ceiling, if on.
+    pub fn attempt_ceiling(&self) -> Option<AttemptCeiling> {
+        self.inner.config.attempt_ceiling
+    }
+
+    /// The backoff curve.
+    pub fn backoff(&self) -> &Backoff {
+        &self.inner.config.backoff
+    }
+
+    /// Where the policy's bucket lives.
+    pub fn budget(&self) -> &RetryBudget {
+        &self.inner.config.budget
+    }
+
+    /// The criticality of the policy's calls.
+    pub fn criticality(&self) -> Criticality {
+        self.inner.config.criticality
+    }
+
+    /// The policy's own bucket, created on first use; `None` when the budget is off.
+    ///
+    /// For `Automatic` this bucket is private to this policy and its clones; for `Shared` it
+    /// is the process-wide bucket of that name.
+    pub fn bucket(&self, now: Instant) -> Option<&Arc<TokenBucket>> {
+        self.inner
+            .bucket
+            .get_or_init(|| self.inner.config.budget.make_bucket(now).ok().flatten())
+            .as_ref()
+    }
+
+    pub(crate) fn rejection_pause(&self) -> Duration {
+        self.inner.config.rejection_pause
+    }
+
+    pub(crate) fn rate_limiter(&self) -> Option<&RateLimiter> {
+        self.inner.config.rate_limiter.as_ref().map(|s| &*s.0)
+    }
+
+    pub(crate) fn circuit_breaker(&self) -> Option<&CircuitBreaker> {
+        self.inner.config.circuit_breaker.as_ref().map(|s| &*s.0)
+    }
+
+    pub(crate) fn instruments(&self) -> &Instruments {
+        &self.inner.instruments
+    }
+
+    /// The latency estimate as of `now`, refitted when its refresh interval has passed.
+    pub(crate) fn estimate(&self, now: Instant) -> Estimate {
+        match &self.inner.estimates {
+            Some(estimates) => lock(estimates).estimate(now),
+            None => Estimate::default(),
+        }
+    }
+
+    /// Feeds a successful attempt's duration to the ceiling and the measured base (E5, K4).
+    pub(crate) fn record_success(&self, duration: Duration, now: Instant) {
+        if let Some(estimates) = &self.inner.estimates {
+            lock(estimates).record(duration, now);
+        }
+    }
+
+    /// The delay before `next`, from the curve and the measured base.
+    pub(crate) fn delay(&self, next: &NextAttempt, measured: Option<Duration>) -> Duration {
+        let backoff = &self.inner.config.backoff;
+        match &self.inner.rng {
+            Some(rng) => backoff.compute_with_base(next, measured, &mut *lock(rng)),
+            None => backoff.compute_with_base(next, measured, &mut rand::rng()),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl PartialEq for RetryPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.config == other.inner.config
+    }
+}
+
+impl fmt::Debug for RetryPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.inner.config;
+        f.debug_struct("RetryPolicy")
+            .field("name", &self.name())
+            .field("max_attempts", &c.max_attempts)
+            .field("deadline", &c.deadline)
+            .field("attempt_timeout", &c.attempt_timeout)
+            .field("attempt_ceiling", &c.attempt_ceiling)
+            .field("backoff", &c.backoff)
+            .field("budget", &c.budget)
+            .field("criticality", &c.criticality)
+            .field("rate_limiter", &c.rate_limiter.is_some())
+            .field("circuit_breaker", &c.circuit_breaker.is_some())
+            .finish()
+    }
+}
+
+impl Default for RetryPolicy {
+    /// The default policy; see [`RetryPolicy::builder`].
+    fn default() -> Self {
+        Self::from_config(builder::default_config(), Instant::now())
+    }
+}
+
+impl RetryPolicy {
+    fn from_config(config: Config, now: Instant) -> Self {
+        let estimates = Estimates::new(config.attempt_ceiling, config.backoff.measured_base(), now);
+        let rng = config
+            .jitter_seed
+            .map(|seed| Mutex::new(<StdRng as rand::SeedableRng>::seed_from_u64(seed)));
+        let policy_tag = match &config.name {
+            Some(Cow::Borrowed(name)) => opentelemetry::StringValue::from(*name),
+            Some(Cow::Owned(name)) => {
+                opentelemetry::StringValue::from(Arc::<str>::from(name.as_str()))
+            }
+            None => opentelemetry::StringValue::from("default"),
+        };
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                bucket: OnceLock::new(),
+                estimates: estimates.map(Mutex::new),
+                rng,
+                instruments: Instruments::new(policy_tag),
+            }),
+        }
+    }
+}

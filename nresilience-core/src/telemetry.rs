@@ -1,0 +1,119 @@
+//! Metric names and instruments (SPEC B12).
+//!
+//! Recorded through the `opentelemetry` metrics API, which is a no-op until the application
+//! installs a meter provider. Instruments are taken from the global provider when a policy is
+//! built, so install the provider before building policies.
+
+use opentelemetry::metrics::{Counter, Gauge, Histogram};
+use opentelemetry::{global, KeyValue, StringValue};
+
+/// Counter of calls, tagged with policy and outcome.
+pub const CALLS: &str = "nresilience.calls";
+/// Counter of attempts, tagged with policy and verdict; divided by [`CALLS`] it is the
+/// retry fraction actually run.
+pub const ATTEMPTS: &str = "nresilience.attempts";
+/// Counter of refused retries, tagged with policy and reason.
+pub const REJECTIONS: &str = "nresilience.rejections";
+/// Histogram of whole-call durations in seconds.
+pub const CALL_DURATION: &str = "nresilience.call.duration";
+/// Histogram of attempt durations in seconds.
+pub const ATTEMPT_DURATION: &str = "nresilience.attempt.duration";
+/// Counter of retrying calls that started inside a retrying context.
+pub const NESTED_RETRIES: &str = "nresilience.nested_retries";
+/// Gauge of the budget's utilization, 0 (full) to 1 (empty).
+pub const BUDGET_UTILIZATION: &str = "nresilience.budget.utilization";
+
+/// Tag: the policy's name.
+pub const POLICY: &str = "nresilience.policy";
+/// Tag: an attempt's verdict (`ok`, `transient`, `throttled`, `permanent`).
+pub const VERDICT: &str = "nresilience.verdict";
+/// Tag: a call's outcome (`succeeded`, `budget_exhausted` …).
+pub const OUTCOME: &str = "nresilience.outcome";
+/// Tag: why a retry was refused.
+pub const REASON: &str = "nresilience.reason";
+/// Tag: where a nested retry's context came from (`header`, `in_process`).
+pub const SOURCE: &str = "nresilience.source";
+
+/// The instruments a policy records into, taken from the global meter provider.
+#[derive(Debug, Clone)]
+pub(crate) struct Instruments {
+    pub(crate) policy: StringValue,
+    pub(crate) calls: Counter<u64>,
+    pub(crate) attempts: Counter<u64>,
+    pub(crate) rejections: Counter<u64>,
+    pub(crate) call_duration: Histogram<f64>,
+    pub(crate) attempt_duration: Histogram<f64>,
+    pub(crate) nested_retries: Counter<u64>,
+    pub(crate) utilization: Gauge<f64>,
+}
+
+impl Instruments {
+    pub(crate) fn new(policy: StringValue) -> Self {
+        let meter = global::meter("nresilience");
+        Self {
+            policy,
+            calls: meter
+                .u64_counter(CALLS)
+                .with_description("calls made")
+                .build(),
+            attempts: meter
+                .u64_counter(ATTEMPTS)
+                .with_description("attempts made, first attempts and retries")
+                .build(),
+            rejections: meter
+                .u64_counter(REJECTIONS)
+                .with_description("retries refused")
+                .build(),
+            call_duration: meter
+                .f64_histogram(CALL_DURATION)
+                .with_unit("s")
+                .with_description("duration of whole calls, retries and delays included")
+                .build(),
+            attempt_duration: meter
+                .f64_histogram(ATTEMPT_DURATION)
+                .with_unit("s")
+                .with_description("duration of single attempts")
+                .build(),
+            nested_retries: meter
+                .u64_counter(NESTED_RETRIES)
+                .with_description("retrying calls started inside a retrying context")
+                .build(),
+            utilization: meter
+                .f64_gauge(BUDGET_UTILIZATION)
+                .with_description("share of the retry budget spent, 0 full to 1 empty")
+                .build(),
+        }
+    }
+
+    fn tag(&self, key: &'static str, value: &'static str) -> [KeyValue; 2] {
+        [
+            KeyValue::new(POLICY, self.policy.clone()),
+            KeyValue::new(key, value),
+        ]
+    }
+
+    pub(crate) fn attempt(&self, verdict: &'static str, seconds: f64) {
+        let tags = self.tag(VERDICT, verdict);
+        self.attempts.add(1, &tags);
+        self.attempt_duration.record(seconds, &tags);
+    }
+
+    pub(crate) fn call(&self, outcome: &'static str, seconds: f64) {
+        let tags = self.tag(OUTCOME, outcome);
+        self.calls.add(1, &tags);
+        self.call_duration.record(seconds, &tags);
+    }
+
+    pub(crate) fn rejection(&self, reason: &'static str) {
+        self.rejections.add(1, &self.tag(REASON, reason));
+    }
+
+    pub(crate) fn nested(&self, source: &'static str) {
+        self.nested_retries.add(1, &self.tag(SOURCE, source));
+    }
+
+    pub(crate) fn utilization(&self, utilization: f64) {
+        self.utilization
+            .record(utilization, &[KeyValue::new(POLICY, self.policy.clone())]);
+    }
+}
