@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use nresilience_core::breaker::{BreakerOptions, BreakerState, CircuitBreaker};
+use nresilience_core::limiter::RateLimiter;
 use nresilience_core::nesting::{self, NestingSource};
 use nresilience_core::{
     AttemptCeiling, Backoff, BudgetOptions, Criticality, Jitter, LastAttempt, RetryBudget,
@@ -592,4 +594,88 @@ async fn call_span_carries_outcome_and_attempts_and_retry_events() {
     );
     assert_eq!(capture.events_named("nresilience.retrying").len(), 2);
     assert_eq!(capture.events_named("nresilience.attempt").len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn b8_limiter_refusals_are_self_imposed_and_cost_the_budget_nothing() {
+    let now = Instant::now().into_std();
+    let limiter = Arc::new(RateLimiter::new(1.0, 1, now).unwrap());
+    let options = BudgetOptions::default()
+        .minimum_per_second(0.0)
+        .capacity(1.0);
+    // No curve, no cap: only the limiter's own pushback paces the retries.
+    let policy = base()
+        .backoff(Backoff::none().with_maximum_delay(None))
+        .max_attempts(3)
+        .rate_limiter(Arc::clone(&limiter))
+        .budget(RetryBudget::automatic().with_options(options))
+        .build()
+        .unwrap();
+    let ran = AtomicU32::new(0);
+    let error = policy
+        .execute(|_| {
+            ran.fetch_add(1, Ordering::Relaxed);
+            async { Err::<(), ()>(()) }
+        })
+        .await
+        .unwrap_err();
+    // The limiter's one permit ran the first attempt; the retry was refused by this process,
+    // waited the limiter's time, and ran with the refilled permit.
+    assert_eq!(ran.load(Ordering::Relaxed), 2);
+    assert_eq!(error.attempts(), 3);
+    let now = Instant::now().into_std();
+    // Only the retry that reached the dependency spent the one token.
+    assert_eq!(policy.bucket(now).unwrap().balance(now), 0.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn b8_half_open_breaker_recovers_through_the_executor_after_self_imposed_refusals() {
+    let start = Instant::now().into_std();
+    let breaker = Arc::new(
+        CircuitBreaker::new(BreakerOptions::default().minimum_throughput(2), start).unwrap(),
+    );
+    // A limiter that is always empty after its single permit refuses every later probe.
+    let limiter = Arc::new(RateLimiter::new(1e-6, 1, start).unwrap());
+    assert!(limiter.try_acquire(start));
+    let policy = base()
+        .backoff(Backoff::none())
+        .max_attempts(1)
+        .budget(RetryBudget::None)
+        .circuit_breaker(Arc::clone(&breaker))
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let _ = policy.execute(|_| async { Err::<(), ()>(()) }).await;
+    }
+    assert_eq!(breaker.state(Instant::now().into_std()), BreakerState::Open);
+    tokio::time::advance(Duration::from_secs(5)).await;
+
+    let limited = base()
+        .backoff(Backoff::none())
+        .max_attempts(1)
+        .budget(RetryBudget::None)
+        .circuit_breaker(Arc::clone(&breaker))
+        .rate_limiter(limiter)
+        .build()
+        .unwrap();
+    for _ in 0..50 {
+        let error = limited
+            .execute(|_| async { Ok::<(), ()>(()) })
+            .await
+            .unwrap_err();
+        assert!(matches!(error.last_attempt(), LastAttempt::Refused));
+    }
+    assert_eq!(
+        breaker.state(Instant::now().into_std()),
+        BreakerState::HalfOpen
+    );
+    // The refusals returned the probe slot each time: a real probe still gets through.
+    policy
+        .execute(|_| async { Ok::<(), ()>(()) })
+        .await
+        .unwrap();
+    assert_eq!(
+        breaker.state(Instant::now().into_std()),
+        BreakerState::Closed
+    );
 }

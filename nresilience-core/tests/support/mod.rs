@@ -4,11 +4,10 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
 
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
-use tracing::subscriber::DefaultGuard;
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
@@ -40,23 +39,24 @@ thread_local! {
 }
 
 /// Captures everything recorded on this thread while it lives.
+///
+/// One global subscriber routes to the capture of the recording thread: per-thread default
+/// subscribers race on tracing's global callsite cache when tests run in parallel.
 pub struct Capture {
     state: Arc<Mutex<State>>,
-    _guard: DefaultGuard,
 }
 
 impl Capture {
     pub fn install() -> Self {
+        static GLOBAL: Once = Once::new();
+        GLOBAL.call_once(|| {
+            let subscriber = tracing_subscriber::registry().with(CaptureLayer);
+            tracing::subscriber::set_global_default(subscriber)
+                .expect("no other global subscriber");
+        });
         let state = Arc::new(Mutex::new(State::default()));
-        let layer = CaptureLayer {
-            state: Arc::clone(&state),
-        };
-        let guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
         CURRENT.with(|c| *c.borrow_mut() = Some(Arc::clone(&state)));
-        Self {
-            state,
-            _guard: guard,
-        }
+        Self { state }
     }
 
     pub fn spans_named(&self, name: &str) -> Vec<Captured> {
@@ -95,8 +95,22 @@ impl Capture {
     }
 }
 
-struct CaptureLayer {
-    state: Arc<Mutex<State>>,
+struct CaptureLayer;
+
+impl CaptureLayer {
+    fn with_state(&self, f: impl FnOnce(&mut State)) {
+        CURRENT.with(|c| {
+            if let Some(state) = c.borrow().as_ref() {
+                f(&mut state.lock().unwrap());
+            }
+        });
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        CURRENT.with(|c| *c.borrow_mut() = None);
+    }
 }
 
 struct Fields<'a>(&'a mut HashMap<String, String>);
@@ -132,28 +146,31 @@ where
         captured.parent = ctx
             .span(id)
             .and_then(|s| s.parent().map(|p| p.name().to_owned()));
-        let mut state = self.state.lock().unwrap();
-        let index = state.spans.len();
-        state.spans.push(captured);
-        state.live.insert(id.into_u64(), index);
+        self.with_state(|state| {
+            let index = state.spans.len();
+            state.spans.push(captured);
+            state.live.insert(id.into_u64(), index);
+        });
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
-        let mut state = self.state.lock().unwrap();
-        if let Some(&index) = state.live.get(&id.into_u64()) {
-            let span = &mut state.spans[index];
-            values.record(&mut Fields(&mut span.fields));
-        }
+        self.with_state(|state| {
+            if let Some(&index) = state.live.get(&id.into_u64()) {
+                values.record(&mut Fields(&mut state.spans[index].fields));
+            }
+        });
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let mut fields = HashMap::new();
         event.record(&mut Fields(&mut fields));
         let name = fields.remove("message").unwrap_or_default();
-        self.state.lock().unwrap().events.push(Captured {
-            name,
-            fields,
-            parent: None,
+        self.with_state(|state| {
+            state.events.push(Captured {
+                name,
+                fields,
+                parent: None,
+            })
         });
     }
 }

@@ -1,0 +1,180 @@
+//! Metrics through the OpenTelemetry API, read back from an in-memory exporter (SPEC B12).
+//!
+//! Its own test binary: the meter provider is process-wide.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use nresilience_core::nesting::{self, NestingSource};
+use nresilience_core::telemetry::{
+    ATTEMPTS, ATTEMPT_DURATION, BUDGET_UTILIZATION, CALLS, CALL_DURATION, NESTED_RETRIES,
+    REJECTIONS,
+};
+use nresilience_core::{Backoff, BudgetOptions, RetryBudget, RetryPolicy};
+use opentelemetry::global;
+use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+
+/// `(metric, sorted tags)` → summed value (count for histograms).
+type Points = HashMap<(String, Vec<(String, String)>), f64>;
+
+fn collect(provider: &SdkMeterProvider, exporter: &InMemoryMetricExporter) -> Points {
+    provider.force_flush().unwrap();
+    let mut points = Points::new();
+    for resource in exporter.get_finished_metrics().unwrap() {
+        for scope in resource.scope_metrics() {
+            for metric in scope.metrics() {
+                let name = metric.name().to_owned();
+                let mut put = |attrs: Vec<(String, String)>, value: f64| {
+                    let mut attrs = attrs;
+                    attrs.sort();
+                    points.insert((name.clone(), attrs), value);
+                };
+                let tags = |it: &mut dyn Iterator<Item = &opentelemetry::KeyValue>| {
+                    it.map(|kv| (kv.key.to_string(), kv.value.to_string()))
+                        .collect::<Vec<_>>()
+                };
+                match metric.data() {
+                    AggregatedMetrics::U64(MetricData::Sum(sum)) => {
+                        for p in sum.data_points() {
+                            put(tags(&mut p.attributes()), p.value() as f64);
+                        }
+                    }
+                    AggregatedMetrics::F64(MetricData::Histogram(h)) => {
+                        for p in h.data_points() {
+                            put(tags(&mut p.attributes()), p.count() as f64);
+                        }
+                    }
+                    AggregatedMetrics::F64(MetricData::Gauge(g)) => {
+                        for p in g.data_points() {
+                            put(tags(&mut p.attributes()), p.value());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    points
+}
+
+fn get(points: &Points, name: &str, tags: &[(&str, &str)]) -> f64 {
+    let mut key: Vec<(String, String)> = tags
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    key.sort();
+    points
+        .get(&(name.to_owned(), key))
+        .copied()
+        .unwrap_or_else(|| panic!("no {name} {tags:?} in {points:#?}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn b12_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
+    let exporter = InMemoryMetricExporter::default();
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter.clone()).build())
+        .build();
+    global::set_meter_provider(provider.clone());
+
+    let options = BudgetOptions::default()
+        .minimum_per_second(0.0)
+        .capacity(2.0);
+    let policy = RetryPolicy::builder()
+        .name("orders")
+        .backoff(Backoff::none())
+        .attempt_ceiling(None)
+        .budget(RetryBudget::automatic().with_options(options))
+        .build()
+        .unwrap();
+
+    policy
+        .execute(|_| async { Ok::<(), ()>(()) })
+        .await
+        .unwrap();
+    // Three attempts, two retries: the bucket's two tokens.
+    let _ = policy.execute(|_| async { Err::<(), ()>(()) }).await;
+    // The first attempt runs, the retry is refused.
+    let _ = policy.execute(|_| async { Err::<(), ()>(()) }).await;
+    nesting::scope(NestingSource::Header, async {
+        policy
+            .execute(|_| async { Ok::<(), ()>(()) })
+            .await
+            .unwrap();
+    })
+    .await;
+    tokio::time::advance(Duration::from_millis(1)).await;
+
+    let points = collect(&provider, &exporter);
+    let p = ("nresilience.policy", "orders");
+    assert_eq!(
+        get(&points, CALLS, &[p, ("nresilience.outcome", "succeeded")]),
+        2.0
+    );
+    assert_eq!(
+        get(
+            &points,
+            CALLS,
+            &[p, ("nresilience.outcome", "attempts_exhausted")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        get(
+            &points,
+            CALLS,
+            &[p, ("nresilience.outcome", "budget_exhausted")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        get(&points, ATTEMPTS, &[p, ("nresilience.verdict", "ok")]),
+        2.0
+    );
+    assert_eq!(
+        get(
+            &points,
+            ATTEMPTS,
+            &[p, ("nresilience.verdict", "transient")]
+        ),
+        4.0
+    );
+    assert_eq!(
+        get(
+            &points,
+            REJECTIONS,
+            &[p, ("nresilience.reason", "budget_exhausted")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        get(
+            &points,
+            NESTED_RETRIES,
+            &[p, ("nresilience.source", "header")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        get(
+            &points,
+            CALL_DURATION,
+            &[p, ("nresilience.outcome", "succeeded")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        get(
+            &points,
+            ATTEMPT_DURATION,
+            &[p, ("nresilience.verdict", "transient")]
+        ),
+        4.0
+    );
+    // Recorded when a call retried or was refused, not on the success path: the last
+    // recording is the refusal's, an empty bucket.
+    assert_eq!(get(&points, BUDGET_UTILIZATION, &[p]), 1.0);
+}
