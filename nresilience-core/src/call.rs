@@ -37,6 +37,12 @@ use crate::nesting::{self, NestingSource};
 use crate::policy::RetryPolicy;
 use crate::{CallRejected, NextAttempt, RetryKind, StopReason, TokenBucket, Verdict};
 
+/// The current time on tokio's clock as a [`std::time::Instant`]: real time normally,
+/// virtual time under a paused test runtime. Every driver of a [`Call`] reads time here.
+pub fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
 /// How a call is started: whether it may retry at all, and what it targets.
 #[derive(Debug, Clone, Default)]
 pub struct CallOptions<'a> {

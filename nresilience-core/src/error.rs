@@ -120,7 +120,8 @@ pub struct RetryError<E> {
 }
 
 impl<E> RetryError<E> {
-    pub(crate) fn new(
+    /// A failed call, for drivers of [`Call`](crate::call::Call) other than the executor.
+    pub fn new(
         reason: StopReason,
         attempts: u32,
         last: LastAttempt<E>,

@@ -1,11 +1,15 @@
 //! Running a call under a policy with async attempts.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
+use pin_project_lite::pin_project;
+use tokio::time::Sleep;
 use tracing::Instrument;
 
-use crate::call::{Admission, Call, CallOptions, Decision};
+use crate::call::{now, Admission, Call, CallOptions, Decision};
 use crate::nesting::{self, NestingSource};
 use crate::{
     CallRejected, Classify, DefaultClassifier, LastAttempt, RetryError, RetryPolicy, StopReason,
@@ -51,11 +55,6 @@ pub struct Report<R> {
     pub timed_out: bool,
     /// The budget's refusal, when `stop` is [`StopReason::BudgetExhausted`].
     pub rejected: Option<CallRejected>,
-}
-
-/// The current time on tokio's clock, which a paused test runtime drives virtually.
-pub(crate) fn now() -> Instant {
-    tokio::time::Instant::now().into_std()
 }
 
 impl RetryPolicy {
@@ -113,36 +112,44 @@ impl RetryPolicy {
         F: FnMut(Attempt) -> Fut,
         Fut: Future<Output = R>,
     {
-        let call = Call::start(self, now(), CallOptions::new());
+        let started = now();
+        let call = Call::start(self, started, CallOptions::new());
         let span = call.span().clone();
         if call.may_retry() {
             // The whole call is a retrying context: a retrying call inside it is nested (N5).
-            let drive = drive(call, classifier, attempt).instrument(span);
+            let drive = drive(call, started, classifier, attempt).instrument(span);
             nesting::scope(NestingSource::InProcess, drive).await
         } else {
-            drive(call, classifier, attempt).instrument(span).await
+            drive(call, started, classifier, attempt)
+                .instrument(span)
+                .await
         }
     }
 }
 
-async fn drive<C, F, Fut, R>(mut call: Call, classifier: &C, mut attempt: F) -> Report<R>
+async fn drive<C, F, Fut, R>(
+    mut call: Call,
+    started: Instant,
+    classifier: &C,
+    mut attempt: F,
+) -> Report<R>
 where
     C: Classify<R>,
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = R>,
 {
+    // The first attempt starts when the call does: one clock read serves both.
+    let mut at = Some(started);
     loop {
-        let (last, verdict, timed_out) = match call.begin_attempt(now()) {
+        let begun = at.take().unwrap_or_else(now);
+        let (last, verdict, timed_out) = match call.begin_attempt(begun) {
             Admission::Refused { verdict } => (None, verdict, false),
             Admission::Run { timeout } => {
                 let future = attempt(Attempt {
                     number: call.attempts(),
                     timeout,
                 });
-                let result = match timeout {
-                    Some(limit) => tokio::time::timeout(limit, future).await.ok(),
-                    None => Some(future.await),
-                };
+                let result = CutAt::new(future, timeout.map(|limit| begun + limit)).await;
                 match result {
                     Some(result) => {
                         let verdict = classifier.classify(&result);
@@ -174,6 +181,54 @@ where
                     rejected: Some(rejected),
                 };
             }
+        }
+    }
+}
+
+pin_project! {
+    /// An attempt cut at a deadline. The timer is made only once the attempt is pending, so
+    /// an attempt that completes on its first poll never touches the timer wheel.
+    struct CutAt<F> {
+        #[pin]
+        future: F,
+        #[pin]
+        timer: Option<Sleep>,
+        deadline: Option<Instant>,
+    }
+}
+
+impl<F> CutAt<F> {
+    fn new(future: F, deadline: Option<Instant>) -> Self {
+        Self {
+            future,
+            timer: None,
+            deadline,
+        }
+    }
+}
+
+impl<F: Future> Future for CutAt<F> {
+    /// `None` when the deadline cut the attempt.
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if let Poll::Ready(output) = this.future.poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        let Some(deadline) = *this.deadline else {
+            return Poll::Pending;
+        };
+        if this.timer.is_none() {
+            this.timer
+                .set(Some(tokio::time::sleep_until(deadline.into())));
+        }
+        match this.timer.as_pin_mut() {
+            Some(timer) => {
+                ready!(timer.poll(cx));
+                Poll::Ready(None)
+            }
+            None => Poll::Pending,
         }
     }
 }

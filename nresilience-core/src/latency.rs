@@ -67,7 +67,7 @@ const DEFAULT_MINIMUM_SAMPLES: u32 = 20;
 pub struct LatencyWindow {
     slices: Box<[Slice]>,
     window: Duration,
-    slice_nanos: u128,
+    slice_nanos: u64,
     origin: Instant,
     latest: Instant,
     minimum_samples: u32,
@@ -104,7 +104,9 @@ impl LatencyWindow {
             window,
             // A zero slice would divide by zero; one nanosecond makes a zero window forget
             // everything at once instead.
-            slice_nanos: (window.as_nanos() / SLICES as u128).max(1),
+            slice_nanos: u64::try_from(window.as_nanos() / SLICES as u128)
+                .unwrap_or(u64::MAX)
+                .max(1),
             origin: now,
             latest: now,
             minimum_samples: DEFAULT_MINIMUM_SAMPLES,
@@ -183,8 +185,7 @@ impl LatencyWindow {
     }
 
     fn epoch(&self, now: Instant) -> u64 {
-        let since = now.saturating_duration_since(self.origin).as_nanos();
-        u64::try_from(since / self.slice_nanos).unwrap_or(u64::MAX)
+        nanos_since(self.origin, now) / self.slice_nanos
     }
 }
 
@@ -217,6 +218,12 @@ fn bucket_of(latency: Duration) -> usize {
 fn representative(bucket: usize) -> Duration {
     let exponent = (bucket as f64 + 0.5) / BUCKETS_PER_DOUBLING;
     Duration::from_nanos((SMALLEST_NANOS * exponent.exp2()).round() as u64)
+}
+
+/// Nanoseconds from `origin` to `now`, zero if `now` is earlier; `u64` lasts 584 years and
+/// keeps the division on the hot path a 64-bit one.
+pub(crate) fn nanos_since(origin: Instant, now: Instant) -> u64 {
+    u64::try_from(now.saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

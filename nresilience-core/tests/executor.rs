@@ -679,3 +679,46 @@ async fn b8_half_open_breaker_recovers_through_the_executor_after_self_imposed_r
         BreakerState::Closed
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn b10_a_reloaded_policy_keeps_its_bucket_unless_the_budget_changes() {
+    let now = Instant::now().into_std();
+    let policy = base().name("reload").build().unwrap();
+    let bucket = Arc::clone(policy.bucket(now).unwrap());
+    assert!(bucket.try_withdraw(now, Criticality::Normal));
+    let reloaded = policy.reconfigure().max_attempts(5).build().unwrap();
+    assert!(Arc::ptr_eq(&bucket, reloaded.bucket(now).unwrap()));
+    assert_eq!(reloaded.max_attempts(), 5);
+    let rebudgeted = policy
+        .reconfigure()
+        .budget(RetryBudget::automatic().with_options(BudgetOptions::default().capacity(5.0)))
+        .build()
+        .unwrap();
+    assert!(!Arc::ptr_eq(&bucket, rebudgeted.bucket(now).unwrap()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn k4_measured_base_comes_from_recent_successful_latency() {
+    let policy = RetryPolicy::builder()
+        .attempt_ceiling(None)
+        .backoff(Backoff::measured(1.0).with_jitter(Jitter::None))
+        .build()
+        .unwrap();
+    for _ in 0..20 {
+        policy
+            .execute(|_| async {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                Ok::<(), ()>(())
+            })
+            .await
+            .unwrap();
+    }
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let (starts, _) = failing_call(&policy).await;
+    // The first retry waits one normal call (300 ms, within the window's 4.4 % error),
+    // not the configured 100 ms; the second doubles it.
+    let first = starts[1].as_secs_f64();
+    assert!((first - 0.3).abs() < 0.3 * 0.045, "{first}");
+    let second = (starts[2] - starts[1]).as_secs_f64();
+    assert!((second - 2.0 * first).abs() < 1e-6, "{second} vs {first}");
+}

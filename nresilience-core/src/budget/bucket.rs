@@ -1,5 +1,5 @@
 use std::fmt;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{BudgetOptions, InvalidBudget};
@@ -14,8 +14,17 @@ const NANOS_PER_SECOND: u64 = 1_000_000_000;
 ///
 /// Successful attempts deposit `fraction` tokens, a floor rate refills it regardless of
 /// traffic, and each retry withdraws one token. A new bucket starts full (B4). Every method
-/// takes the current time from the caller, read *before* the call, so the lock inside holds
+/// takes the current time from the caller, read *before* the call, so the bucket itself is
 /// arithmetic only: no clock read, no allocation, no logging (B6).
+///
+/// # Why lock-free
+///
+/// `deposit` runs on every successful attempt of every call sharing the bucket. The state
+/// is two atomics: the balance and the refill point. A refill claims the span from the
+/// refill point to `now` by moving the point forward with one compare-and-swap, so each
+/// instant is accrued once, by one thread, and a late timestamp accrues nothing; the
+/// balance then changes by one compare-and-swap that never exceeds the capacity nor goes
+/// below zero. Two threads on one bucket never wait for each other.
 ///
 /// # Example
 ///
@@ -39,23 +48,19 @@ const NANOS_PER_SECOND: u64 = 1_000_000_000;
 pub struct TokenBucket {
     /// Nano-tokens per successful attempt.
     deposit: u64,
-    /// Nano-tokens accrued per second by the floor (equivalently, per nanosecond ×10⁹).
+    /// Nano-tokens the floor accrues per second.
     rate: u64,
     capacity: u64,
     /// The balance a sheddable retry needs: one token plus half the bucket (B9).
     sheddable_threshold: u64,
     /// Elapsed nanoseconds after which the floor alone refills an empty bucket; longer gaps
     /// fill it without multiplying, which keeps the arithmetic far from overflow.
-    fill_nanos: u128,
-    state: Mutex<State>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct State {
-    balance: u64,
-    /// Floor accrual below one nano-token, carried so the floor rate is exact over time.
-    remainder: u64,
-    refilled_at: Instant,
+    fill_nanos: u64,
+    /// The instant the refill point is counted from.
+    origin: Instant,
+    balance: AtomicU64,
+    /// Nanoseconds from `origin` up to which the floor has been accrued.
+    refilled_to: AtomicU64,
 }
 
 impl TokenBucket {
@@ -66,9 +71,10 @@ impl TokenBucket {
         let capacity = to_units(options.effective_capacity());
         let rate = to_units(options.get_minimum_per_second());
         let fill_nanos = if rate == 0 {
-            u128::MAX
+            u64::MAX
         } else {
-            u128::from(capacity) * u128::from(NANOS_PER_SECOND) / u128::from(rate) + 1
+            let nanos = u128::from(capacity) * u128::from(NANOS_PER_SECOND) / u128::from(rate);
+            u64::try_from(nanos + 1).unwrap_or(u64::MAX)
         };
         Ok(Self {
             deposit: to_units(options.get_fraction()),
@@ -76,19 +82,21 @@ impl TokenBucket {
             capacity,
             sheddable_threshold: UNIT + capacity / 2,
             fill_nanos,
-            state: Mutex::new(State {
-                balance: capacity,
-                remainder: 0,
-                refilled_at: now,
-            }),
+            origin: now,
+            balance: AtomicU64::new(capacity),
+            refilled_to: AtomicU64::new(0),
         })
     }
 
     /// Adds `fraction` tokens for a successful attempt, up to the capacity (B1).
     pub fn deposit(&self, now: Instant) {
-        let mut state = self.lock();
-        self.refill(&mut state, now);
-        state.balance = (state.balance + self.deposit).min(self.capacity);
+        let add = self.accrue(now) + self.deposit;
+        let capacity = self.capacity;
+        let _ = self
+            .balance
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |balance| {
+                Some(balance.saturating_add(add).min(capacity))
+            });
     }
 
     /// Takes one token for a retry if the criticality allows it (B5, B9).
@@ -98,14 +106,17 @@ impl TokenBucket {
     /// First attempts never come here: only retries are charged.
     pub fn try_withdraw(&self, now: Instant, criticality: Criticality) -> bool {
         let needed = self.needed(criticality);
-        let mut state = self.lock();
-        self.refill(&mut state, now);
-        if state.balance >= needed {
-            state.balance -= UNIT;
-            true
-        } else {
-            false
-        }
+        let accrued = self.accrue(now);
+        let capacity = self.capacity;
+        let mut granted = false;
+        let _ = self
+            .balance
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |balance| {
+                let balance = balance.saturating_add(accrued).min(capacity);
+                granted = balance >= needed;
+                Some(if granted { balance - UNIT } else { balance })
+            });
+        granted
     }
 
     /// How long the floor needs to accrue the token a `Normal` retry is missing (B7).
@@ -120,19 +131,14 @@ impl TokenBucket {
     /// Like [`retry_after`](Self::retry_after), for a retry of the given criticality.
     pub fn retry_after_for(&self, now: Instant, criticality: Criticality) -> Option<Duration> {
         let needed = self.needed(criticality);
-        let state = {
-            let mut state = self.lock();
-            self.refill(&mut state, now);
-            *state
-        };
-        if state.balance >= needed {
+        let balance = self.balance_units(now);
+        if balance >= needed {
             return Some(Duration::ZERO);
         }
         if self.rate == 0 {
             return None;
         }
-        let missing = u128::from(needed - state.balance) * u128::from(NANOS_PER_SECOND);
-        let missing = missing.saturating_sub(u128::from(state.remainder));
+        let missing = u128::from(needed - balance) * u128::from(NANOS_PER_SECOND);
         let nanos = missing.div_ceil(u128::from(self.rate));
         Some(Duration::from_nanos(
             u64::try_from(nanos).unwrap_or(u64::MAX),
@@ -156,9 +162,15 @@ impl TokenBucket {
     }
 
     fn balance_units(&self, now: Instant) -> u64 {
-        let mut state = self.lock();
-        self.refill(&mut state, now);
-        state.balance
+        let accrued = self.accrue(now);
+        let capacity = self.capacity;
+        match self
+            .balance
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |balance| {
+                Some(balance.saturating_add(accrued).min(capacity))
+            }) {
+            Ok(before) | Err(before) => before.saturating_add(accrued).min(capacity),
+        }
     }
 
     fn needed(&self, criticality: Criticality) -> u64 {
@@ -168,57 +180,52 @@ impl TokenBucket {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // The critical section is arithmetic that cannot panic, so a poisoned lock still
-        // guards a consistent state.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Accrues the floor since the last refill point (B2, B6).
+    /// Claims the floor's accrual since the refill point, in nano-tokens (B2, B6).
     ///
-    /// A `now` at or before that point accrues nothing and leaves it where it is: a thread
-    /// that read the clock just before another one refilled loses a sub-microsecond of
-    /// accrual, which no per-second rate can observe, instead of rewinding the bucket.
-    fn refill(&self, state: &mut State, now: Instant) {
-        let elapsed = match now.checked_duration_since(state.refilled_at) {
-            Some(elapsed) if !elapsed.is_zero() => elapsed.as_nanos(),
-            _ => return,
-        };
-        state.refilled_at = now;
+    /// A `now` at or before the refill point accrues nothing and leaves it where it is: a
+    /// thread that read the clock just before another one refilled forgoes a sub-microsecond
+    /// of accrual, which no per-second rate can observe, instead of rewinding the bucket.
+    /// Below a nano-token the accrual is truncated.
+    fn accrue(&self, now: Instant) -> u64 {
         if self.rate == 0 {
-            return;
+            return 0;
         }
+        let now = u64::try_from(now.saturating_duration_since(self.origin).as_nanos())
+            .unwrap_or(u64::MAX);
+        let from = self.refilled_to.load(Ordering::Acquire);
+        if now <= from {
+            return 0;
+        }
+        if self
+            .refilled_to
+            .compare_exchange(from, now, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // Another thread claimed a span ending at or before `now`; what it left
+            // unclaimed accrues on the next refill.
+            return 0;
+        }
+        let elapsed = now - from;
         if elapsed >= self.fill_nanos {
-            state.balance = self.capacity;
-            state.remainder = 0;
-            return;
+            return self.capacity;
         }
-        let accrued = elapsed * u128::from(self.rate) + u128::from(state.remainder);
-        // `elapsed < fill_nanos` bounds `accrued` by capacity × 10⁹ plus one second of rate.
-        let (whole, remainder) = match u64::try_from(accrued) {
-            Ok(accrued) => (accrued / NANOS_PER_SECOND, accrued % NANOS_PER_SECOND),
-            Err(_) => {
-                let per_second = u128::from(NANOS_PER_SECOND);
-                let whole = u64::try_from(accrued / per_second).unwrap_or(u64::MAX);
-                (whole, (accrued % per_second) as u64)
+        match elapsed.checked_mul(self.rate) {
+            Some(product) => product / NANOS_PER_SECOND,
+            // `elapsed < fill_nanos` bounds the product by capacity × 10⁹ plus one second
+            // of rate, far inside `u128`.
+            None => {
+                let product = u128::from(elapsed) * u128::from(self.rate);
+                u64::try_from(product / u128::from(NANOS_PER_SECOND)).unwrap_or(self.capacity)
             }
-        };
-        let balance = state.balance.saturating_add(whole);
-        if balance >= self.capacity {
-            state.balance = self.capacity;
-            state.remainder = 0;
-        } else {
-            state.balance = balance;
-            state.remainder = remainder;
         }
     }
 }
 
 impl fmt::Debug for TokenBucket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = *self.lock();
+        let balance = self.balance.load(Ordering::Acquire);
         f.debug_struct("TokenBucket")
-            .field("balance", &(state.balance as f64 / UNIT as f64))
+            .field("balance", &(balance as f64 / UNIT as f64))
             .field("capacity", &self.capacity())
             .field("fraction", &(self.deposit as f64 / UNIT as f64))
             .field("minimum_per_second", &(self.rate as f64 / UNIT as f64))

@@ -13,6 +13,7 @@ use crate::{AttemptCeiling, Backoff, Criticality, InvalidPolicy, RetryBudget};
 #[must_use]
 pub struct RetryPolicyBuilder {
     config: Config,
+    previous: Option<RetryPolicy>,
 }
 
 pub(super) fn default_config() -> Config {
@@ -36,6 +37,14 @@ impl RetryPolicyBuilder {
     pub(super) fn new() -> Self {
         Self {
             config: default_config(),
+            previous: None,
+        }
+    }
+
+    pub(super) fn from_policy(policy: &RetryPolicy) -> Self {
+        Self {
+            config: policy.inner.config.clone(),
+            previous: Some(policy.clone()),
         }
     }
 
@@ -141,7 +150,11 @@ impl RetryPolicyBuilder {
         if let Some(ceiling) = &c.attempt_ceiling {
             ceiling.validate()?;
         }
-        Ok(RetryPolicy::from_config(self.config, Instant::now()))
+        Ok(RetryPolicy::from_config(
+            self.config,
+            Instant::now(),
+            self.previous.as_ref(),
+        ))
     }
 }
 

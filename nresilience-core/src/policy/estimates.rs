@@ -1,6 +1,6 @@
 use std::time::{Duration, Instant};
 
-use crate::latency::LatencyWindow;
+use crate::latency::{nanos_since, LatencyWindow};
 use crate::{AttemptCeiling, MeasuredBase};
 
 /// What recent successful attempts say, as fitted at the last refresh.
@@ -22,10 +22,10 @@ pub(crate) struct Estimate {
 #[derive(Debug)]
 pub(crate) struct Estimates {
     origin: Instant,
-    refresh_nanos: u128,
+    refresh_nanos: u64,
     ceiling: Option<(AttemptCeiling, LatencyWindow)>,
     measured: Option<(MeasuredBase, LatencyWindow)>,
-    fitted_epoch: Option<u128>,
+    fitted_epoch: Option<u64>,
     fitted: Estimate,
 }
 
@@ -41,7 +41,7 @@ impl Estimates {
         let refresh = ceiling.map_or(Duration::from_secs(1), |c| c.get_refresh());
         Some(Self {
             origin: now,
-            refresh_nanos: refresh.as_nanos().max(1),
+            refresh_nanos: u64::try_from(refresh.as_nanos()).unwrap_or(u64::MAX).max(1),
             ceiling: ceiling.map(|c| {
                 let window = LatencyWindow::new(c.get_window(), now)
                     .with_minimum_samples(c.get_minimum_samples());
@@ -67,7 +67,7 @@ impl Estimates {
     }
 
     pub(crate) fn estimate(&mut self, now: Instant) -> Estimate {
-        let epoch = now.saturating_duration_since(self.origin).as_nanos() / self.refresh_nanos;
+        let epoch = nanos_since(self.origin, now) / self.refresh_nanos;
         if self.fitted_epoch != Some(epoch) {
             self.fitted_epoch = Some(epoch);
             self.fitted = self.fit(now);

@@ -60,8 +60,9 @@ pub struct RetryPolicy {
 
 struct Inner {
     config: Config,
-    bucket: OnceLock<Option<Arc<TokenBucket>>>,
-    estimates: Option<Mutex<Estimates>>,
+    /// Shared with policies reconfigured from this one while their budget is the same.
+    bucket: Arc<OnceLock<Option<Arc<TokenBucket>>>>,
+    estimates: Option<Arc<Mutex<Estimates>>>,
     rng: Option<Mutex<StdRng>>,
     instruments: Instruments,
 }
@@ -232,13 +233,48 @@ impl fmt::Debug for RetryPolicy {
 impl Default for RetryPolicy {
     /// The default policy; see [`RetryPolicy::builder`].
     fn default() -> Self {
-        Self::from_config(builder::default_config(), Instant::now())
+        Self::from_config(builder::default_config(), Instant::now(), None)
     }
 }
 
 impl RetryPolicy {
-    fn from_config(config: Config, now: Instant) -> Self {
-        let estimates = Estimates::new(config.attempt_ceiling, config.backoff.measured_base(), now);
+    /// A builder holding this policy's settings, whose `build` keeps this policy's state: a
+    /// configuration reload that leaves the budget alone keeps its bucket and its traffic
+    /// history (B10), and one that leaves the ceiling and measured base alone keeps the
+    /// latency estimate.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Instant;
+    /// use nresilience_core::RetryPolicy;
+    ///
+    /// let now = Instant::now();
+    /// let policy = RetryPolicy::builder().name("payments").build()?;
+    /// let reloaded = policy.reconfigure().max_attempts(5).build()?;
+    /// assert!(Arc::ptr_eq(policy.bucket(now).unwrap(), reloaded.bucket(now).unwrap()));
+    /// # Ok::<(), nresilience_core::InvalidPolicy>(())
+    /// ```
+    pub fn reconfigure(&self) -> RetryPolicyBuilder {
+        RetryPolicyBuilder::from_policy(self)
+    }
+
+    fn from_config(config: Config, now: Instant, previous: Option<&RetryPolicy>) -> Self {
+        let mut bucket = Arc::new(OnceLock::new());
+        let mut kept_estimates = None;
+        if let Some(previous) = previous.map(|p| &*p.inner) {
+            if previous.config.budget == config.budget {
+                bucket = Arc::clone(&previous.bucket);
+            }
+            if previous.config.attempt_ceiling == config.attempt_ceiling
+                && previous.config.backoff.measured_base() == config.backoff.measured_base()
+            {
+                kept_estimates = previous.estimates.clone();
+            }
+        }
+        let estimates = kept_estimates.or_else(|| {
+            Estimates::new(config.attempt_ceiling, config.backoff.measured_base(), now)
+                .map(|e| Arc::new(Mutex::new(e)))
+        });
         let rng = config
             .jitter_seed
             .map(|seed| Mutex::new(<StdRng as rand::SeedableRng>::seed_from_u64(seed)));
@@ -252,8 +288,8 @@ impl RetryPolicy {
         Self {
             inner: Arc::new(Inner {
                 config,
-                bucket: OnceLock::new(),
-                estimates: estimates.map(Mutex::new),
+                bucket,
+                estimates,
                 rng,
                 instruments: Instruments::new(policy_tag),
             }),
