@@ -1,3 +1,30 @@
-//! The outbound side of nresilience: a retrying HTTP client and tower layer that
-//! stamps the `x-nresilience-retrying` marker and reports nested retries.
+//! The outbound side of nresilience: a tower layer that retries HTTP requests under a
+//! [`RetryPolicy`](nresilience_core::RetryPolicy), stamps the nested-retry marker, and
+//! reports nested retries; and a ready [`Client`] over hyper-util.
+//!
+//! # What is retried
+//!
+//! Responses and errors are classified as the table in [`classify`] says. Idempotent methods (GET, HEAD, PUT, DELETE, OPTIONS, TRACE) are retried; others only
+//! with [`RetryLayer::retry_non_idempotent`] or a [`Retryable`] extension, which wins both
+//! ways. A body is buffered for replay up to 64 KiB; a larger or streaming body is sent
+//! once. Exactly the requests that may be retried carry `x-nresilience-retrying: 1`, on
+//! every attempt. When the attempts run out on a retryable status, the last response is
+//! returned rather than an error.
 #![forbid(unsafe_code)]
+
+mod body;
+pub mod classify;
+mod client;
+mod future;
+mod host_budgets;
+mod layer;
+pub mod retry_after;
+mod telemetry;
+
+pub use body::{BoxError, RetryBody, TransportError};
+pub use classify::HttpClassifier;
+pub use client::{Client, ClientBuilder};
+pub use future::ResponseFuture;
+pub use host_budgets::{HostBudgets, DEFAULT_MAX_HOSTS};
+pub use layer::{Retry, RetryLayer, Retryable, DEFAULT_MAX_BUFFERED_BODY};
+pub use nresilience_core::nesting::{MARKER_HEADER, MARKER_VALUE};

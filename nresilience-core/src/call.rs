@@ -43,6 +43,16 @@ pub fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 
+/// `at + delay` on tokio's clock, saturating far in the future instead of overflowing: a
+/// server may ask for any wait, and an uncapped curve may grow without bound.
+pub fn instant_after(at: Instant, delay: Duration) -> tokio::time::Instant {
+    const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
+    let at = tokio::time::Instant::from_std(at);
+    at.checked_add(delay)
+        .or_else(|| at.checked_add(FAR))
+        .unwrap_or(at)
+}
+
 /// How a call is started: whether it may retry at all, and what it targets.
 #[derive(Debug, Clone, Default)]
 pub struct CallOptions<'a> {

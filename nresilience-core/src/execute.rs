@@ -9,7 +9,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tracing::Instrument;
 
-use crate::call::{now, Admission, Call, CallOptions, Decision};
+use crate::call::{instant_after, now, Admission, Call, CallOptions, Decision};
 use crate::nesting::{self, NestingSource};
 use crate::{
     CallRejected, Classify, DefaultClassifier, LastAttempt, RetryError, RetryPolicy, StopReason,
@@ -149,7 +149,8 @@ where
                     number: call.attempts(),
                     timeout,
                 });
-                let result = CutAt::new(future, timeout.map(|limit| begun + limit)).await;
+                let result =
+                    CutAt::new(future, timeout.map(|limit| instant_after(begun, limit))).await;
                 match result {
                     Some(result) => {
                         let verdict = classifier.classify(&result);
@@ -193,12 +194,12 @@ pin_project! {
         future: F,
         #[pin]
         timer: Option<Sleep>,
-        deadline: Option<Instant>,
+        deadline: Option<tokio::time::Instant>,
     }
 }
 
 impl<F> CutAt<F> {
-    fn new(future: F, deadline: Option<Instant>) -> Self {
+    fn new(future: F, deadline: Option<tokio::time::Instant>) -> Self {
         Self {
             future,
             timer: None,
@@ -220,8 +221,7 @@ impl<F: Future> Future for CutAt<F> {
             return Poll::Pending;
         };
         if this.timer.is_none() {
-            this.timer
-                .set(Some(tokio::time::sleep_until(deadline.into())));
+            this.timer.set(Some(tokio::time::sleep_until(deadline)));
         }
         match this.timer.as_pin_mut() {
             Some(timer) => {

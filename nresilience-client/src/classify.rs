@@ -1,0 +1,364 @@
+//! What an HTTP attempt's outcome means for the call (SPEC H1, E1).
+//!
+//! Only failures that another attempt can fix are retried: a connection that failed, a
+//! timeout, a `408`, a `5xx`, and a throttle (`429`, or `503` with `Retry-After`). Every
+//! other status means the dependency answered: the response goes to the caller as it is,
+//! and it funds the retry budget like any success (B1).
+//!
+//! | outcome | verdict | retried? | deposits? |
+//! |---|---|---|---|
+//! | `Err(_)`: connect or I/O error | `Transient { retry_after: None }` | yes, on the transient curve | no |
+//! | timeout, attempt ceiling (E5) | `Transient` (the executor's verdict) | yes, on the transient curve | no |
+//! | `408 Request Timeout` | `Transient { retry_after }` | yes | no |
+//! | `429 Too Many Requests` | `Throttled { self_imposed: false, retry_after }` | yes, charged to the budget (E6) | no |
+//! | `503` with a valid `Retry-After` | `Throttled { self_imposed: false, retry_after: Some(_) }` | yes, after exactly the pushback (K13) | no |
+//! | `503` without one (absent or garbage) | `Transient { retry_after: None }` | yes, on the transient curve | no |
+//! | any other `5xx` | `Transient { retry_after }` | yes | no |
+//! | every other status: `1xx`, `2xx`, `3xx`, `4xx` but `408`/`429` | `Success` | no: returned to the caller | yes |
+//!
+//! `retry_after` is the first valid `Retry-After` header ([`retry_after`]), or `None`.
+//! Pushback replaces the backoff curve verbatim, capped only by the backoff cap and the time
+//! left; pushback at least as long as the time left ends the call at once with
+//! `DeadlineExceeded` (H2, K13, K14). A `Retry-After` on a `408` or a `5xx` other than `503`
+//! does not change the verdict, but is carried as pushback all the same: the server said when
+//! to come back.
+//!
+//! When attempts run out on a retryable *status* ([`is_retryable_status`]), the caller gets
+//! that last response, not an error (H4). No outcome is `Permanent`: an error that no retry
+//! can fix (a malformed URI, say) needs a classifier that can tell the errors apart.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+//! use http::{Response, StatusCode};
+//! use nresilience_client::classify::{classify_status, HttpClassifier};
+//! use nresilience_core::{Classify, Verdict};
+//!
+//! let now = SystemTime::now();
+//! let mut pushback = HeaderMap::new();
+//! pushback.insert(RETRY_AFTER, HeaderValue::from_static("2"));
+//! let none = HeaderMap::new();
+//!
+//! let throttled = Verdict::Throttled { self_imposed: false, retry_after: Some(Duration::from_secs(2)) };
+//! assert_eq!(classify_status(StatusCode::SERVICE_UNAVAILABLE, &pushback, now), throttled);
+//! assert_eq!(classify_status(StatusCode::SERVICE_UNAVAILABLE, &none, now), Verdict::TRANSIENT);
+//! assert_eq!(classify_status(StatusCode::TOO_MANY_REQUESTS, &none, now), Verdict::THROTTLED);
+//! assert_eq!(classify_status(StatusCode::NOT_FOUND, &pushback, now), Verdict::Success);
+//!
+//! let reset: Result<Response<()>, std::io::Error> = Err(std::io::ErrorKind::ConnectionReset.into());
+//! assert_eq!(HttpClassifier::new().classify(&reset), Verdict::TRANSIENT);
+//! let answered: Result<Response<()>, std::io::Error> = Ok(Response::new(()));
+//! assert_eq!(HttpClassifier::new().classify(&answered), Verdict::Success);
+//! ```
+
+use std::time::SystemTime;
+
+use http::{HeaderMap, Response, StatusCode};
+use nresilience_core::{Classify, Verdict};
+
+use crate::retry_after::retry_after;
+
+/// Classifies HTTP attempts by the table in the [module docs](self) (SPEC H1).
+///
+/// Every `Err` is a transient failure; a response is classified by [`classify_status`],
+/// with `SystemTime::now()` as the time an HTTP-date `Retry-After` is measured from. The
+/// wall clock is read only for a retryable status, never for a success. Tests that need a
+/// fixed time call [`classify_status`] directly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HttpClassifier;
+
+impl HttpClassifier {
+    /// The classifier; it has no settings.
+    pub const fn new() -> Self {
+        HttpClassifier
+    }
+}
+
+impl<B, E> Classify<Result<Response<B>, E>> for HttpClassifier {
+    fn classify(&self, result: &Result<Response<B>, E>) -> Verdict {
+        match result {
+            Ok(response) => classify_with(response.status(), response.headers(), SystemTime::now),
+            Err(_) => Verdict::TRANSIENT,
+        }
+    }
+}
+
+/// The verdict on a response with `status` and `headers`, by the table in the
+/// [module docs](self) (SPEC H1).
+///
+/// `now` is the time an HTTP-date `Retry-After` is measured from (H2). Headers are read only
+/// for a retryable status.
+pub fn classify_status(status: StatusCode, headers: &HeaderMap, now: SystemTime) -> Verdict {
+    classify_with(status, headers, || now)
+}
+
+/// Whether `status` alone makes an attempt retryable: `408`, `429` and every `5xx`.
+///
+/// These are the statuses [`classify_status`] never calls a success, whatever the headers
+/// say. When attempts run out on one of them, the caller gets that last response, not an
+/// error (H4).
+pub const fn is_retryable_status(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 408 | 429 | 500..=599)
+}
+
+fn classify_with(
+    status: StatusCode,
+    headers: &HeaderMap,
+    now: impl FnOnce() -> SystemTime,
+) -> Verdict {
+    if !is_retryable_status(status) {
+        return Verdict::Success;
+    }
+    let pushback = retry_after(headers, now());
+    match status {
+        StatusCode::TOO_MANY_REQUESTS => Verdict::Throttled {
+            self_imposed: false,
+            retry_after: pushback,
+        },
+        StatusCode::SERVICE_UNAVAILABLE if pushback.is_some() => Verdict::Throttled {
+            self_imposed: false,
+            retry_after: pushback,
+        },
+        _ => Verdict::Transient {
+            retry_after: pushback,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::time::Duration;
+
+    use http::header::{HeaderValue, RETRY_AFTER};
+
+    use super::*;
+
+    /// Wed, 21 Oct 2015 07:28:00 GMT.
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480)
+    }
+
+    fn with_retry_after(value: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(RETRY_AFTER, HeaderValue::from_static(value));
+        headers
+    }
+
+    fn classify(status: u16, headers: &HeaderMap) -> Verdict {
+        classify_status(StatusCode::from_u16(status).unwrap(), headers, now())
+    }
+
+    fn throttled(retry_after: Option<Duration>) -> Verdict {
+        Verdict::Throttled {
+            self_imposed: false,
+            retry_after,
+        }
+    }
+
+    fn transient(retry_after: Option<Duration>) -> Verdict {
+        Verdict::Transient { retry_after }
+    }
+
+    #[test]
+    fn h1_connect_and_io_errors_are_transient() {
+        let reset: Result<Response<()>, io::Error> = Err(io::ErrorKind::ConnectionReset.into());
+        let refused: Result<Response<String>, &str> = Err("connection refused");
+        assert_eq!(HttpClassifier.classify(&reset), Verdict::TRANSIENT);
+        assert_eq!(HttpClassifier::new().classify(&refused), Verdict::TRANSIENT);
+    }
+
+    #[test]
+    fn h1_408_is_transient() {
+        assert_eq!(classify(408, &HeaderMap::new()), Verdict::TRANSIENT);
+    }
+
+    #[test]
+    fn h1_500_502_504_are_transient() {
+        for status in [500, 502, 504] {
+            assert_eq!(
+                classify(status, &HeaderMap::new()),
+                Verdict::TRANSIENT,
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn h1_every_5xx_but_503_is_transient_even_with_retry_after() {
+        let pushback = with_retry_after("3");
+        for status in (500..=599).filter(|&status| status != 503) {
+            assert_eq!(
+                classify(status, &pushback),
+                transient(Some(Duration::from_secs(3))),
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn h1_408_carries_a_valid_retry_after_as_pushback() {
+        assert_eq!(
+            classify(408, &with_retry_after("Wed, 21 Oct 2015 07:28:05 GMT")),
+            transient(Some(Duration::from_secs(5)))
+        );
+    }
+
+    #[test]
+    fn h1_503_without_retry_after_is_transient() {
+        assert_eq!(classify(503, &HeaderMap::new()), Verdict::TRANSIENT);
+    }
+
+    #[test]
+    fn h1_503_with_retry_after_is_throttled_with_the_pushback() {
+        assert_eq!(
+            classify(503, &with_retry_after("120")),
+            throttled(Some(Duration::from_secs(120)))
+        );
+        assert_eq!(
+            classify(503, &with_retry_after("0")),
+            throttled(Some(Duration::ZERO))
+        );
+        assert_eq!(
+            classify(503, &with_retry_after("Wed, 21 Oct 2015 07:30:00 GMT")),
+            throttled(Some(Duration::from_secs(120)))
+        );
+    }
+
+    #[test]
+    fn h2_503_with_garbage_retry_after_is_transient_on_the_curve() {
+        for garbage in ["soon", "-5", "1.5", ""] {
+            assert_eq!(
+                classify(503, &with_retry_after(garbage)),
+                Verdict::TRANSIENT,
+                "{garbage:?}"
+            );
+        }
+        let opaque = HeaderValue::from_bytes(b"\xff\xfe").unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert(RETRY_AFTER, opaque);
+        assert_eq!(classify(503, &headers), Verdict::TRANSIENT);
+    }
+
+    #[test]
+    fn h2_503_uses_the_first_valid_retry_after() {
+        let mut headers = HeaderMap::new();
+        headers.append(RETRY_AFTER, HeaderValue::from_static("garbage"));
+        headers.append(RETRY_AFTER, HeaderValue::from_static("4"));
+        assert_eq!(
+            classify(503, &headers),
+            throttled(Some(Duration::from_secs(4)))
+        );
+    }
+
+    #[test]
+    fn h1_429_is_throttled_by_the_server_not_self_imposed() {
+        let verdict = classify(429, &HeaderMap::new());
+        assert_eq!(verdict, Verdict::THROTTLED);
+        assert!(
+            !verdict.is_self_imposed(),
+            "a 429 is charged to the budget (B8, E6)"
+        );
+    }
+
+    #[test]
+    fn h1_429_carries_delta_seconds_retry_after() {
+        assert_eq!(
+            classify(429, &with_retry_after("7")),
+            throttled(Some(Duration::from_secs(7)))
+        );
+    }
+
+    #[test]
+    fn h2_429_with_http_date_carries_date_minus_now() {
+        assert_eq!(
+            classify(429, &with_retry_after("Wed, 21 Oct 2015 07:29:30 GMT")),
+            throttled(Some(Duration::from_secs(90)))
+        );
+        // A date already past: retry now, still throttled.
+        assert_eq!(
+            classify(429, &with_retry_after("Wed, 21 Oct 2015 07:00:00 GMT")),
+            throttled(Some(Duration::ZERO))
+        );
+    }
+
+    #[test]
+    fn h2_429_with_garbage_retry_after_is_throttled_on_the_curve() {
+        assert_eq!(classify(429, &with_retry_after("soon")), Verdict::THROTTLED);
+    }
+
+    #[test]
+    fn h1_404_400_301_are_success_returned_not_retried() {
+        let pushback = with_retry_after("5");
+        for status in [404, 400, 301] {
+            assert_eq!(
+                classify(status, &HeaderMap::new()),
+                Verdict::Success,
+                "{status}"
+            );
+            // Retry-After on an answer is for the caller to read, not a reason to retry.
+            assert_eq!(classify(status, &pushback), Verdict::Success, "{status}");
+        }
+    }
+
+    #[test]
+    fn h1_every_other_status_is_success() {
+        for status in 100..=999 {
+            let verdict = classify(status, &HeaderMap::new());
+            let retryable = matches!(status, 408 | 429 | 500..=599);
+            assert_eq!(verdict != Verdict::Success, retryable, "{status}");
+            assert_eq!(
+                is_retryable_status(StatusCode::from_u16(status).unwrap()),
+                retryable,
+                "{status}"
+            );
+            assert_ne!(verdict, Verdict::Permanent, "{status}");
+        }
+    }
+
+    #[test]
+    fn e1_http_classifier_reads_the_response_status_and_retry_after() {
+        let response = |status: StatusCode, retry_after: Option<&'static str>| {
+            let mut builder = Response::builder().status(status);
+            if let Some(value) = retry_after {
+                builder = builder.header(RETRY_AFTER, value);
+            }
+            Ok::<_, io::Error>(builder.body(()).unwrap())
+        };
+        let classifier = HttpClassifier;
+        assert_eq!(
+            classifier.classify(&response(StatusCode::OK, None)),
+            Verdict::Success
+        );
+        assert_eq!(
+            classifier.classify(&response(StatusCode::BAD_GATEWAY, None)),
+            Verdict::TRANSIENT
+        );
+        assert_eq!(
+            classifier.classify(&response(StatusCode::SERVICE_UNAVAILABLE, Some("2"))),
+            throttled(Some(Duration::from_secs(2)))
+        );
+        assert_eq!(
+            classifier.classify(&response(StatusCode::TOO_MANY_REQUESTS, Some("1"))),
+            throttled(Some(Duration::from_secs(1)))
+        );
+    }
+
+    #[test]
+    fn e1_http_classifier_measures_http_dates_from_the_wall_clock() {
+        let in_an_hour = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3600));
+        let response = Response::builder()
+            .status(StatusCode::TOO_MANY_REQUESTS)
+            .header(RETRY_AFTER, in_an_hour)
+            .body(())
+            .unwrap();
+        let verdict = HttpClassifier.classify(&Ok::<_, io::Error>(response));
+        let pushback = verdict.retry_after().unwrap();
+        assert!(
+            pushback > Duration::from_secs(3590) && pushback <= Duration::from_secs(3600),
+            "{pushback:?}"
+        );
+    }
+}

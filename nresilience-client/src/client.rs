@@ -1,0 +1,155 @@
+//! A ready retrying HTTP client over hyper-util's connection-pooling client.
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, Uri};
+use http_body::Body;
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::rt::TokioExecutor;
+use nresilience_core::{RetryError, RetryPolicy};
+use tower::{Layer, ServiceExt};
+
+use crate::body::{BoxError, RetryBody, TransportError};
+use crate::layer::{Retry, RetryLayer};
+
+type Inner = HyperClient<HttpConnector, RetryBody>;
+
+/// A retrying HTTP/1 and HTTP/2 (prior knowledge off: HTTP/1 unless configured) client for
+/// plain TCP, built on hyper-util, with [`RetryLayer`] in front.
+///
+/// Clones share the connection pool, the policy's buckets and the per-host buckets.
+///
+/// # Example
+///
+/// ```no_run
+/// use nresilience_client::Client;
+/// use nresilience_core::RetryPolicy;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let client = Client::new(RetryPolicy::default());
+/// let response = client.get("http://127.0.0.1:8080/health").await?;
+/// assert!(response.status().is_success());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    service: Retry<Inner>,
+}
+
+/// Configures a [`Client`].
+#[must_use]
+pub struct ClientBuilder {
+    layer: RetryLayer,
+    connect_timeout: Option<Duration>,
+    http2_only: bool,
+}
+
+impl Client {
+    /// A client with default connection settings retrying under `policy`.
+    pub fn new(policy: RetryPolicy) -> Self {
+        Self::builder(policy).build()
+    }
+
+    /// A builder for a client retrying under `policy`.
+    pub fn builder(policy: RetryPolicy) -> ClientBuilder {
+        ClientBuilder {
+            layer: RetryLayer::new(policy),
+            connect_timeout: Some(Duration::from_secs(5)),
+            http2_only: false,
+        }
+    }
+
+    /// Sends `request`, retrying as the policy allows.
+    pub async fn request<B>(
+        &self,
+        request: Request<B>,
+    ) -> Result<Response<Incoming>, RetryError<TransportError>>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        self.service.clone().oneshot(request).await
+    }
+
+    /// Sends a GET to `uri`.
+    pub async fn get<U>(&self, uri: U) -> Result<Response<Incoming>, RetryError<TransportError>>
+    where
+        U: TryInto<Uri>,
+        U::Error: Into<http::Error>,
+    {
+        let request = Request::get(uri)
+            .body(http_body_util::Empty::<Bytes>::new())
+            .map_err(invalid_request)?;
+        self.request(request).await
+    }
+
+    /// The retry layer in front of the connection pool.
+    pub fn layer(&self) -> &Retry<Inner> {
+        &self.service
+    }
+}
+
+fn invalid_request(error: http::Error) -> RetryError<TransportError> {
+    RetryError::new(
+        nresilience_core::StopReason::Permanent,
+        0,
+        nresilience_core::LastAttempt::Error(TransportError::new(error)),
+        None,
+    )
+}
+
+impl ClientBuilder {
+    /// The retry layer's settings (non-idempotent opt-in, body buffer cap, classifier).
+    pub fn layer(mut self, configure: impl FnOnce(RetryLayer) -> RetryLayer) -> Self {
+        self.layer = configure(self.layer);
+        self
+    }
+
+    /// The TCP connect timeout; `None` for none. Defaults to 5 s.
+    pub fn connect_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Speaks HTTP/2 with prior knowledge (for h2c servers such as gRPC). Defaults to
+    /// `false` (HTTP/1.1).
+    pub fn http2_only(mut self, http2_only: bool) -> Self {
+        self.http2_only = http2_only;
+        self
+    }
+
+    /// The client.
+    pub fn build(self) -> Client {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(self.connect_timeout);
+        connector.set_nodelay(true);
+        let inner = HyperClient::builder(TokioExecutor::new())
+            .http2_only(self.http2_only)
+            .build(connector);
+        Client {
+            service: self.layer.layer(inner),
+        }
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("policy", self.service.policy())
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("layer", &self.layer)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("http2_only", &self.http2_only)
+            .finish()
+    }
+}

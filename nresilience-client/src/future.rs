@@ -1,0 +1,399 @@
+//! The response future of [`Retry`](crate::Retry): one call's attempts as a state machine.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::HeaderValue;
+use http::{Extensions, HeaderMap, Method, Request, Response, Uri, Version};
+use http_body::Body;
+use http_body_util::combinators::Collect;
+use http_body_util::BodyExt;
+use nresilience_core::call::{instant_after, now, Admission, Call, Decision};
+use nresilience_core::nesting::{self, NestingSource, MARKER_HEADER, MARKER_VALUE};
+use nresilience_core::{Classify, LastAttempt, RetryError, StopReason, Verdict};
+use pin_project_lite::pin_project;
+use tokio::time::Sleep;
+use tower::Service;
+use tracing::Span;
+
+use crate::body::{BoxError, RetryBody, TransportError};
+use crate::telemetry;
+
+/// What a retry is rebuilt from: the request as it was, with its body buffered.
+struct Template {
+    method: Method,
+    uri: Uri,
+    version: Version,
+    headers: HeaderMap,
+    extensions: Extensions,
+    body: Bytes,
+}
+
+impl Template {
+    fn request(&self) -> Request<RetryBody> {
+        let mut request = Request::new(RetryBody::buffered(self.body.clone()));
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
+        *request.version_mut() = self.version;
+        *request.headers_mut() = self.headers.clone();
+        *request.extensions_mut() = self.extensions.clone();
+        request
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, B>
+    where
+        B: Body,
+    {
+        // Buffering the request body so that it can be sent again.
+        Collecting { #[pin] collect: Collect<B> },
+        // Asking the breaker and limiter for the next attempt.
+        Starting,
+        // Waiting for the service to be ready for the next attempt.
+        Ready,
+        // An attempt in flight, cut by the timer when it is armed.
+        Calling { #[pin] future: F },
+        // The backoff before the next attempt.
+        Backoff,
+        // The rejection pause before a budget refusal is returned.
+        Rejecting,
+        Done,
+    }
+}
+
+pin_project! {
+    /// The response future of [`Retry`](crate::Retry).
+    #[must_use = "futures do nothing unless polled"]
+    #[project = ResponseFutureProj]
+    pub struct ResponseFuture<S, C, B>
+    where
+        S: Service<Request<RetryBody>>,
+        B: Body,
+    {
+        #[pin]
+        state: State<S::Future, B>,
+        // One timer serves the attempt timeout, the backoff and the rejection pause.
+        #[pin]
+        timer: Sleep,
+        timer_armed: bool,
+        service: S,
+        classifier: C,
+        template: Option<Template>,
+        first: Option<Request<RetryBody>>,
+        call: Call,
+        attempt_span: Span,
+        last: LastAttempt<TransportError>,
+    }
+}
+
+impl<S, C, B> ResponseFuture<S, C, B>
+where
+    S: Service<Request<RetryBody>>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    pub(crate) fn new(
+        request: Request<B>,
+        service: S,
+        classifier: C,
+        call: Call,
+        started: Instant,
+    ) -> Self {
+        let (mut parts, body) = request.into_parts();
+        let (state, template, first) = if call.may_retry() {
+            // Stamped on the first attempt too: by the time a retry goes out, the
+            // amplification has already happened (N1). Never stamped twice.
+            if !parts.headers.contains_key(MARKER_HEADER) {
+                parts
+                    .headers
+                    .insert(MARKER_HEADER, HeaderValue::from_static(MARKER_VALUE));
+            }
+            let template = Template {
+                method: parts.method,
+                uri: parts.uri,
+                version: parts.version,
+                headers: parts.headers,
+                extensions: parts.extensions,
+                body: Bytes::new(),
+            };
+            let state = if body.is_end_stream() {
+                State::Starting
+            } else {
+                State::Collecting {
+                    collect: body.collect(),
+                }
+            };
+            (state, Some(template), None)
+        } else {
+            let body = if body.is_end_stream() {
+                RetryBody::empty()
+            } else {
+                RetryBody::streamed(body)
+            };
+            (
+                State::Starting,
+                None,
+                Some(Request::from_parts(parts, body)),
+            )
+        };
+        Self {
+            state,
+            timer: tokio::time::sleep_until(started.into()),
+            timer_armed: false,
+            service,
+            classifier,
+            template,
+            first,
+            call,
+            attempt_span: Span::none(),
+            last: LastAttempt::Rejected,
+        }
+    }
+}
+
+type Output<ResB> = Result<Response<ResB>, RetryError<TransportError>>;
+
+impl<S, C, B, ResB> Future for ResponseFuture<S, C, B>
+where
+    S: Service<Request<RetryBody>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    C: Classify<Result<Response<ResB>, TransportError>>,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Output = Output<ResB>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.call.may_retry() {
+            // The whole retrying call is a retrying context: a retrying call made while
+            // serving it is nested (N5).
+            nesting::sync_scope(NestingSource::InProcess, move || poll_call(self, cx))
+        } else {
+            poll_call(self, cx)
+        }
+    }
+}
+
+fn poll_call<S, C, B, ResB>(
+    future: Pin<&mut ResponseFuture<S, C, B>>,
+    cx: &mut Context<'_>,
+) -> Poll<Output<ResB>>
+where
+    S: Service<Request<RetryBody>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    C: Classify<Result<Response<ResB>, TransportError>>,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let mut this = future.project();
+    loop {
+        match this.state.as_mut().project() {
+            StateProj::Collecting { collect } => match ready!(collect.poll(cx)) {
+                Ok(collected) => {
+                    if let Some(template) = this.template.as_mut() {
+                        template.body = collected.to_bytes();
+                    }
+                    this.state.set(State::Starting);
+                }
+                Err(error) => {
+                    this.state.set(State::Done);
+                    let last = LastAttempt::Error(TransportError::new(error));
+                    return Poll::Ready(Err(RetryError::new(StopReason::Permanent, 0, last, None)));
+                }
+            },
+            StateProj::Starting => {
+                let at = now();
+                match this.call.begin_attempt(at) {
+                    Admission::Run { timeout } => {
+                        *this.timer_armed = timeout.is_some();
+                        if let Some(timeout) = timeout {
+                            this.timer.as_mut().reset(instant_after(at, timeout));
+                        }
+                        this.state.set(State::Ready);
+                    }
+                    Admission::Refused { verdict } => {
+                        *this.last = LastAttempt::Refused;
+                        let decision = this.call.end_attempt(verdict, at);
+                        if let Some(output) = settle(&mut this, decision, None, at) {
+                            return Poll::Ready(output);
+                        }
+                    }
+                }
+            }
+            StateProj::Ready => {
+                // The first attempt's service was made ready by `Retry::poll_ready`.
+                if this.call.attempts() > 1 {
+                    if let Err(error) = ready!(this.service.poll_ready(cx)) {
+                        let result = Err(TransportError::new(error));
+                        if let Some(output) = finish_attempt(&mut this, result) {
+                            return Poll::Ready(output);
+                        }
+                        continue;
+                    }
+                }
+                let mut request = match (this.first.take(), this.template.as_ref()) {
+                    (Some(request), _) => request,
+                    (None, Some(template)) => template.request(),
+                    (None, None) => unreachable!("a call without a template makes one attempt"),
+                };
+                let span =
+                    telemetry::attempt_span(this.call.span(), &request, this.call.attempts());
+                telemetry::inject_context(&span, request.headers_mut());
+                *this.attempt_span = span;
+                let future = {
+                    let _entered = this.attempt_span.enter();
+                    this.service.call(request)
+                };
+                this.state.set(State::Calling { future });
+            }
+            StateProj::Calling { future } => {
+                let polled = {
+                    let _entered = this.attempt_span.enter();
+                    future.poll(cx)
+                };
+                let result = match polled {
+                    Poll::Ready(result) => Some(result.map_err(TransportError::new)),
+                    Poll::Pending
+                        if *this.timer_armed && this.timer.as_mut().poll(cx).is_ready() =>
+                    {
+                        None
+                    }
+                    Poll::Pending => return Poll::Pending,
+                };
+                let output = match result {
+                    Some(result) => finish_attempt(&mut this, result),
+                    None => {
+                        telemetry::record_timeout(this.attempt_span);
+                        *this.last = LastAttempt::TimedOut;
+                        let at = now();
+                        let decision = this.call.end_attempt(Verdict::TRANSIENT, at);
+                        settle(&mut this, decision, None, at)
+                    }
+                };
+                if let Some(output) = output {
+                    return Poll::Ready(output);
+                }
+            }
+            StateProj::Backoff => {
+                ready!(this.timer.as_mut().poll(cx));
+                this.state.set(State::Starting);
+            }
+            StateProj::Rejecting => {
+                ready!(this.timer.as_mut().poll(cx));
+                let rejected = this.call.reject(now());
+                let last = std::mem::replace(this.last, LastAttempt::Rejected);
+                this.state.set(State::Done);
+                let attempts = this.call.attempts();
+                return Poll::Ready(Err(RetryError::new(
+                    StopReason::BudgetExhausted,
+                    attempts,
+                    last,
+                    Some(rejected),
+                )));
+            }
+            StateProj::Done => panic!("ResponseFuture polled after completion"),
+        }
+    }
+}
+
+/// Classifies a finished attempt and acts on the decision.
+fn finish_attempt<S, C, B, ResB>(
+    this: &mut ResponseFutureProj<'_, S, C, B>,
+    result: Result<Response<ResB>, TransportError>,
+) -> Option<Output<ResB>>
+where
+    S: Service<Request<RetryBody>, Response = Response<ResB>>,
+    C: Classify<Result<Response<ResB>, TransportError>>,
+    B: Body,
+{
+    let verdict = this.classifier.classify(&result);
+    telemetry::record_result(this.attempt_span, &result, &verdict);
+    let at = now();
+    let decision = this.call.end_attempt(verdict, at);
+    settle(this, decision, Some(result), at)
+}
+
+/// Turns a decision into the output, or into the next state.
+fn settle<S, C, B, ResB>(
+    this: &mut ResponseFutureProj<'_, S, C, B>,
+    decision: Decision,
+    result: Option<Result<Response<ResB>, TransportError>>,
+    at: Instant,
+) -> Option<Output<ResB>>
+where
+    S: Service<Request<RetryBody>, Response = Response<ResB>>,
+    B: Body,
+{
+    let attempts = this.call.attempts();
+    match decision {
+        Decision::Stop(reason) => {
+            this.state.set(State::Done);
+            Some(match result {
+                // The caller gets the last answer, not an error, when it was not a success
+                // only by our classification (H4).
+                Some(Ok(response))
+                    if matches!(
+                        reason,
+                        StopReason::Succeeded
+                            | StopReason::AttemptsExhausted
+                            | StopReason::Permanent
+                    ) =>
+                {
+                    Ok(response)
+                }
+                Some(Ok(_)) => Err(RetryError::new(
+                    reason,
+                    attempts,
+                    LastAttempt::Rejected,
+                    None,
+                )),
+                Some(Err(error)) => Err(RetryError::new(
+                    reason,
+                    attempts,
+                    LastAttempt::Error(error),
+                    None,
+                )),
+                None => {
+                    let last = std::mem::replace(this.last, LastAttempt::Rejected);
+                    Err(RetryError::new(reason, attempts, last, None))
+                }
+            })
+        }
+        Decision::Retry(delay) | Decision::Reject(delay) => {
+            // A retried attempt's response is dropped here, unread: hyper closes its
+            // connection rather than returning a half-read one to the pool.
+            if let Some(result) = result {
+                *this.last = match result {
+                    Ok(_) => LastAttempt::Rejected,
+                    Err(error) => LastAttempt::Error(error),
+                };
+            }
+            this.timer.as_mut().reset(instant_after(at, delay));
+            *this.timer_armed = false;
+            let next = if matches!(decision, Decision::Retry(_)) {
+                State::Backoff
+            } else {
+                State::Rejecting
+            };
+            this.state.set(next);
+            None
+        }
+    }
+}
+
+impl<S, C, B> std::fmt::Debug for ResponseFuture<S, C, B>
+where
+    S: Service<Request<RetryBody>>,
+    B: Body,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("call", &self.call)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,230 @@
+//! The retry middleware for HTTP services: `RetryLayer` and the `Retry` service.
+
+use std::fmt;
+use std::mem;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Method, Request, Response};
+use http_body::Body;
+use nresilience_core::call::{now, Call, CallOptions};
+use nresilience_core::{Classify, LastAttempt, RetryBudget, RetryError, RetryPolicy, StopReason};
+use tower::{Layer, Service};
+
+use crate::body::{BoxError, RetryBody, TransportError};
+use crate::classify::HttpClassifier;
+use crate::future::ResponseFuture;
+use crate::host_budgets::{HostBudgets, DEFAULT_MAX_HOSTS};
+
+/// The default cap on a request body buffered for replay: 64 KiB.
+pub const DEFAULT_MAX_BUFFERED_BODY: usize = 64 * 1024;
+
+/// A per-request override of whether a request may be retried, set as a request extension.
+///
+/// It wins both ways (H3): `Retryable(true)` opts a POST in, `Retryable(false)` keeps a GET
+/// to a single attempt. A body too large to buffer is sent once whatever it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retryable(pub bool);
+
+/// A tower layer that retries HTTP requests under a [`RetryPolicy`] (SPEC H1–H5, N1, N5).
+///
+/// Requests that may be retried are stamped with `x-nresilience-retrying: 1` on every
+/// attempt, the first included (N1); a retrying call started inside a retrying context is
+/// reported once as a `NestedRetry` span (N5). With the default `Automatic` budget each
+/// host gets its own bucket (H5).
+#[derive(Clone)]
+#[must_use]
+pub struct RetryLayer<C = HttpClassifier> {
+    shared: Arc<Shared>,
+    classifier: C,
+}
+
+/// The layer's settings; the per-host buckets are shared by every clone.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) policy: RetryPolicy,
+    budgets: Option<Arc<HostBudgets>>,
+    retry_non_idempotent: bool,
+    max_buffered_body: usize,
+}
+
+impl RetryLayer {
+    /// A layer retrying under `policy`, classifying responses as SPEC H1 says.
+    pub fn new(policy: RetryPolicy) -> Self {
+        let budgets = match policy.budget() {
+            // The policy validated its options, so making the per-host table cannot fail.
+            budget @ RetryBudget::Automatic(_) => {
+                HostBudgets::new(budget.clone(), DEFAULT_MAX_HOSTS)
+                    .ok()
+                    .map(Arc::new)
+            }
+            _ => None,
+        };
+        Self {
+            shared: Arc::new(Shared {
+                policy,
+                budgets,
+                retry_non_idempotent: false,
+                max_buffered_body: DEFAULT_MAX_BUFFERED_BODY,
+            }),
+            classifier: HttpClassifier,
+        }
+    }
+}
+
+impl<C> RetryLayer<C> {
+    /// Retries POST, PATCH and other non-idempotent methods too (H3); a [`Retryable`]
+    /// extension on a request still wins. Defaults to `false`.
+    pub fn retry_non_idempotent(mut self, retry: bool) -> Self {
+        Arc::make_mut(&mut self.shared).retry_non_idempotent = retry;
+        self
+    }
+
+    /// The largest request body buffered for replay; a larger or unknown-length body is sent
+    /// once and not stamped. Defaults to 64 KiB.
+    pub fn max_buffered_body(mut self, bytes: usize) -> Self {
+        Arc::make_mut(&mut self.shared).max_buffered_body = bytes;
+        self
+    }
+
+    /// Replaces the classifier of responses and errors (E1).
+    pub fn classifier<C2>(self, classifier: C2) -> RetryLayer<C2> {
+        RetryLayer {
+            shared: self.shared,
+            classifier,
+        }
+    }
+
+    /// The policy the layer retries under.
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.shared.policy
+    }
+}
+
+impl<S, C: Clone> Layer<S> for RetryLayer<C> {
+    type Service = Retry<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Retry {
+            inner,
+            shared: Arc::clone(&self.shared),
+            classifier: self.classifier.clone(),
+        }
+    }
+}
+
+impl<C> fmt::Debug for RetryLayer<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryLayer")
+            .field("policy", &self.shared.policy)
+            .field("retry_non_idempotent", &self.shared.retry_non_idempotent)
+            .field("max_buffered_body", &self.shared.max_buffered_body)
+            .finish()
+    }
+}
+
+/// The retrying service [`RetryLayer`] wraps around an HTTP service.
+#[derive(Clone)]
+pub struct Retry<S, C = HttpClassifier> {
+    inner: S,
+    shared: Arc<Shared>,
+    classifier: C,
+}
+
+impl<S, C> Retry<S, C> {
+    /// The policy the service retries under.
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.shared.policy
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The wrapped service, by value.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: fmt::Debug, C> fmt::Debug for Retry<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Retry")
+            .field("inner", &self.inner)
+            .field("policy", &self.shared.policy)
+            .finish()
+    }
+}
+
+/// Whether a method may be retried without the caller's say-so (H3).
+fn is_idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS | Method::TRACE
+    )
+}
+
+impl<S, C, B, ResB> Service<Request<B>> for Retry<S, C>
+where
+    S: Service<Request<RetryBody>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    C: Classify<Result<Response<ResB>, TransportError>> + Clone,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<ResB>;
+    type Error = RetryError<TransportError>;
+    type Future = ResponseFuture<S, C, B>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(|error| {
+            RetryError::new(
+                StopReason::Permanent,
+                0,
+                LastAttempt::Error(TransportError::new(error)),
+                None,
+            )
+        })
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        // The ready service makes the first attempt; the clone left behind serves the next
+        // caller (readiness is used once).
+        let clone = self.inner.clone();
+        let service = mem::replace(&mut self.inner, clone);
+        let shared = &self.shared;
+        let policy = &shared.policy;
+
+        let opted = match request.extensions().get::<Retryable>() {
+            Some(Retryable(choice)) => *choice,
+            None => shared.retry_non_idempotent || is_idempotent(request.method()),
+        };
+        let fits = request
+            .body()
+            .size_hint()
+            .upper()
+            .is_some_and(|upper| upper <= shared.max_buffered_body as u64);
+        let may_retry = opted && fits && policy.may_retry();
+
+        let started = now();
+        let authority = request.uri().authority().map(|a| a.as_str()).unwrap_or("");
+        let bucket = match &shared.budgets {
+            Some(budgets) => budgets.bucket_for(authority, started),
+            None => policy.bucket(started).cloned(),
+        };
+        let options = CallOptions::new()
+            .may_retry(may_retry)
+            .target(authority)
+            .method(request.method().as_str())
+            .bucket(bucket);
+        let call = Call::start(policy, started, options);
+        ResponseFuture::new(request, service, self.classifier.clone(), call, started)
+    }
+}

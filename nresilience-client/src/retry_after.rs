@@ -1,0 +1,370 @@
+//! Reading a server's `Retry-After` pushback (SPEC H2): delta-seconds or an HTTP-date, as a
+//! delay from now.
+//!
+//! The value comes from the peer, so anything this module cannot read is ignored with a
+//! `debug` event, never an error or a panic: the backoff curve applies instead (H2).
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+//! use nresilience_client::retry_after::{parse_retry_after, retry_after};
+//!
+//! // Wed, 21 Oct 2015 07:28:00 GMT
+//! let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+//! let seconds = HeaderValue::from_static("120");
+//! let date = HeaderValue::from_static("Wed, 21 Oct 2015 07:30:00 GMT");
+//! assert_eq!(parse_retry_after(&seconds, now), Some(Duration::from_secs(120)));
+//! assert_eq!(parse_retry_after(&date, now), Some(Duration::from_secs(120)));
+//!
+//! // A date in the past means "now"; garbage means "no pushback".
+//! let past = HeaderValue::from_static("Wed, 21 Oct 2015 07:00:00 GMT");
+//! assert_eq!(parse_retry_after(&past, now), Some(Duration::ZERO));
+//! assert_eq!(parse_retry_after(&HeaderValue::from_static("-1"), now), None);
+//!
+//! // The first value that parses wins.
+//! let mut headers = HeaderMap::new();
+//! headers.append(RETRY_AFTER, HeaderValue::from_static("soon"));
+//! headers.append(RETRY_AFTER, HeaderValue::from_static("7"));
+//! assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(7)));
+//! ```
+
+use std::time::{Duration, SystemTime};
+
+use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+
+/// The pushback in one `Retry-After` value, or `None` if it is not one (SPEC H2).
+///
+/// Reads either form RFC 9110 allows:
+///
+/// - **delta-seconds**: ASCII digits only. Huge numbers saturate at `u64::MAX` seconds, so
+///   a caller must cap the delay (K13: by the backoff cap and the time left) before adding
+///   it to an `Instant`.
+/// - **HTTP-date** (IMF-fixdate, or the obsolete RFC 850 and asctime forms): `date − now`,
+///   clamped at zero, so a date in the past gives `Some(Duration::ZERO)`. HTTP-dates have
+///   whole-second resolution; the result keeps `now`'s fraction of a second, so it ends at
+///   the instant the server named.
+///
+/// Spaces and tabs around the value are ignored. Anything else — a sign, a fraction, a unit,
+/// an empty value, bytes that are not visible ASCII — is `None` and a `debug` event saying
+/// why.
+pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
+    let Ok(text) = value.to_str() else {
+        tracing::debug!(value = ?value, "ignoring retry-after that is not visible ascii");
+        return None;
+    };
+    let text = text.trim_matches([' ', '\t']);
+    if text.is_empty() {
+        tracing::debug!("ignoring empty retry-after");
+        return None;
+    }
+    if text.bytes().all(|byte| byte.is_ascii_digit()) {
+        return Some(Duration::from_secs(delta_seconds(text)));
+    }
+    match httpdate::parse_http_date(text) {
+        Ok(date) => Some(date.duration_since(now).unwrap_or(Duration::ZERO)),
+        Err(_) => {
+            tracing::debug!(
+                value = text,
+                "ignoring retry-after that is neither delta-seconds nor an http-date"
+            );
+            None
+        }
+    }
+}
+
+/// The pushback in the first `Retry-After` header of `headers` that parses (SPEC H2).
+///
+/// Every value is read as by [`parse_retry_after`]; values before the first valid one are
+/// skipped with a `debug` event each. `None` when there is no such header or none parses.
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    headers
+        .get_all(RETRY_AFTER)
+        .iter()
+        .find_map(|value| parse_retry_after(value, now))
+}
+
+/// The value of a string of ASCII digits, saturating at `u64::MAX`.
+fn delta_seconds(digits: &str) -> u64 {
+    digits.bytes().fold(0u64, |seconds, digit| {
+        seconds
+            .saturating_mul(10)
+            .saturating_add(u64::from(digit - b'0'))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use proptest::prelude::*;
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    use super::*;
+
+    /// Wed, 21 Oct 2015 07:28:00 GMT.
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480)
+    }
+
+    fn parse(value: &str) -> Option<Duration> {
+        parse_retry_after(&HeaderValue::from_str(value).unwrap(), now())
+    }
+
+    #[test]
+    fn h2_delta_seconds_is_the_delay() {
+        assert_eq!(parse("0"), Some(Duration::ZERO));
+        assert_eq!(parse("120"), Some(Duration::from_secs(120)));
+        assert_eq!(parse("007"), Some(Duration::from_secs(7)));
+    }
+
+    #[test]
+    fn h2_spaces_and_tabs_around_the_value_are_ignored() {
+        assert_eq!(parse(" 5"), Some(Duration::from_secs(5)));
+        assert_eq!(parse("5\t "), Some(Duration::from_secs(5)));
+        assert_eq!(
+            parse("  Wed, 21 Oct 2015 07:28:30 GMT\t"),
+            Some(Duration::from_secs(30))
+        );
+    }
+
+    #[test]
+    fn h2_huge_delta_saturates_instead_of_panicking() {
+        let huge = "9".repeat(400);
+        assert_eq!(parse(&huge), Some(Duration::from_secs(u64::MAX)));
+        assert_eq!(
+            parse("18446744073709551616"),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(
+            parse("18446744073709551615"),
+            Some(Duration::from_secs(u64::MAX))
+        );
+    }
+
+    #[test]
+    fn h2_http_date_is_date_minus_now_in_every_rfc_9110_form() {
+        let two_minutes = Some(Duration::from_secs(120));
+        assert_eq!(parse("Wed, 21 Oct 2015 07:30:00 GMT"), two_minutes); // IMF-fixdate
+        assert_eq!(parse("Wednesday, 21-Oct-15 07:30:00 GMT"), two_minutes); // RFC 850
+        assert_eq!(parse("Wed Oct 21 07:30:00 2015"), two_minutes); // asctime
+    }
+
+    #[test]
+    fn h2_http_date_keeps_the_fraction_of_a_second_of_now() {
+        let now = now() + Duration::from_millis(250);
+        let value = HeaderValue::from_static("Wed, 21 Oct 2015 07:28:02 GMT");
+        assert_eq!(
+            parse_retry_after(&value, now),
+            Some(Duration::from_millis(1750))
+        );
+    }
+
+    #[test]
+    fn h2_past_or_present_date_clamps_to_zero() {
+        assert_eq!(parse("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO));
+        assert_eq!(parse("Wed, 21 Oct 2015 07:27:59 GMT"), Some(Duration::ZERO));
+        assert_eq!(parse("Thu, 01 Jan 1970 00:00:00 GMT"), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn h2_garbage_is_ignored() {
+        for garbage in [
+            "",
+            "   ",
+            "-1",
+            "+5",
+            "1.5",
+            "5s",
+            "0x10",
+            "5, 10",
+            "1 2",
+            "soon",
+            "Wed, 21 Oct 2015 07:30:00",        // no zone
+            "Wed, 21 Oct 2015 25:30:00 GMT",    // no such hour
+            "Thu, 21 Oct 2015 07:30:00 GMT",    // wrong weekday
+            "2015-10-21T07:30:00Z",             // not an HTTP-date
+            "Wed, 21 Oct 2015 07:30:00 GMT, 5", // a list
+        ] {
+            assert_eq!(parse(garbage), None, "{garbage:?}");
+        }
+    }
+
+    #[test]
+    fn h2_opaque_bytes_are_ignored() {
+        for bytes in [&b"\xff"[..], b"12\x80", b"\xc3\xa9", b"\x80 5"] {
+            let value = HeaderValue::from_bytes(bytes).unwrap();
+            assert_eq!(parse_retry_after(&value, now()), None, "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn h2_first_valid_header_wins() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers, now()), None);
+        headers.append(RETRY_AFTER, HeaderValue::from_static("later"));
+        assert_eq!(retry_after(&headers, now()), None);
+        headers.append(RETRY_AFTER, HeaderValue::from_static("7"));
+        headers.append(RETRY_AFTER, HeaderValue::from_static("9"));
+        assert_eq!(retry_after(&headers, now()), Some(Duration::from_secs(7)));
+    }
+
+    #[test]
+    fn h2_garbage_is_a_debug_event_with_the_reason() {
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let subscriber = Recorder {
+            events: Arc::clone(&events),
+        };
+        tracing::subscriber::with_default(subscriber, || {
+            assert_eq!(parse("soon"), None);
+            assert_eq!(parse(""), None);
+            let opaque = HeaderValue::from_bytes(b"\xff").unwrap();
+            assert_eq!(parse_retry_after(&opaque, now()), None);
+            assert_eq!(parse("5"), Some(Duration::from_secs(5)));
+        });
+        let events = events.lock().unwrap();
+        assert_eq!(
+            *events,
+            [
+                (
+                    tracing::Level::DEBUG,
+                    "ignoring retry-after that is neither delta-seconds nor an http-date"
+                        .to_owned(),
+                    Some("soon".to_owned()),
+                ),
+                (
+                    tracing::Level::DEBUG,
+                    "ignoring empty retry-after".to_owned(),
+                    None,
+                ),
+                (
+                    tracing::Level::DEBUG,
+                    "ignoring retry-after that is not visible ascii".to_owned(),
+                    Some("\"\\xff\"".to_owned()),
+                ),
+            ]
+        );
+    }
+
+    /// (level, message, `value` field) of every event.
+    type Recorded = Vec<(tracing::Level, String, Option<String>)>;
+
+    /// Records events; `tracing-subscriber` is not a dependency of this crate.
+    struct Recorder {
+        events: Arc<Mutex<Recorded>>,
+    }
+
+    #[derive(Default)]
+    struct Fields {
+        message: String,
+        value: Option<String>,
+    }
+
+    impl Visit for Fields {
+        fn record_str(&mut self, field: &Field, value: &str) {
+            match field.name() {
+                "message" => self.message = value.to_owned(),
+                "value" => self.value = Some(value.to_owned()),
+                _ => {}
+            }
+        }
+
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            match field.name() {
+                "message" => self.message = format!("{value:?}"),
+                "value" => self.value = Some(format!("{value:?}")),
+                _ => {}
+            }
+        }
+    }
+
+    impl Subscriber for Recorder {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+        fn event(&self, event: &Event<'_>) {
+            let mut fields = Fields::default();
+            event.record(&mut fields);
+            self.events.lock().unwrap().push((
+                *event.metadata().level(),
+                fields.message,
+                fields.value,
+            ));
+        }
+
+        fn enter(&self, _: &Id) {}
+
+        fn exit(&self, _: &Id) {}
+    }
+
+    /// Byte strings shaped like the grammar, so the cases reach the interesting branches.
+    fn near_miss() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            "[ \t]{0,2}[0-9+.-]{0,25}[ \t]{0,2}",
+            "(Mon|Wed|Sun|Thursday)?,? ?[0-9]{1,2}[ -](Oct|Feb|Xyz)[ -][0-9]{2,5} [0-9:]{5,9} (GMT|UTC)?",
+        ]
+        .prop_map(String::into_bytes)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+        /// H2: nothing a peer can send makes the parser panic.
+        #[test]
+        fn h2_any_bytes_never_panic(
+            bytes in prop_oneof![proptest::collection::vec(any::<u8>(), 0..48), near_miss()],
+            offset in any::<u64>(),
+        ) {
+            if let Ok(value) = HeaderValue::from_bytes(&bytes) {
+                let now = SystemTime::UNIX_EPOCH + Duration::from_nanos(offset);
+                let parsed = parse_retry_after(&value, now);
+                if value.to_str().is_err() {
+                    prop_assert_eq!(parsed, None);
+                }
+            }
+        }
+
+        /// H2: delta-seconds are read exactly, with or without surrounding whitespace.
+        #[test]
+        fn h2_any_u32_delta_round_trips(
+            seconds in any::<u32>(),
+            before in "[ \t]{0,3}",
+            after in "[ \t]{0,3}",
+        ) {
+            let value = HeaderValue::from_str(&format!("{before}{seconds}{after}")).unwrap();
+            prop_assert_eq!(
+                parse_retry_after(&value, now()),
+                Some(Duration::from_secs(u64::from(seconds)))
+            );
+        }
+
+        /// H2: a future date, as a server formats it, comes back as the delay to that
+        /// second: exact when `now` is a whole second, less `now`'s fraction otherwise.
+        #[test]
+        fn h2_any_future_http_date_round_trips_to_the_second(
+            now_seconds in 0u64..100 * 365 * 86_400,
+            now_nanos in 0u32..1_000_000_000,
+            ahead in 1u64..10 * 365 * 86_400,
+        ) {
+            let whole = SystemTime::UNIX_EPOCH + Duration::from_secs(now_seconds);
+            let now = whole + Duration::from_nanos(u64::from(now_nanos));
+            let date = httpdate::fmt_http_date(whole + Duration::from_secs(ahead));
+            let value = HeaderValue::from_str(&date).unwrap();
+            let expected = Duration::from_secs(ahead) - Duration::from_nanos(u64::from(now_nanos));
+            prop_assert_eq!(parse_retry_after(&value, whole), Some(Duration::from_secs(ahead)));
+            prop_assert_eq!(parse_retry_after(&value, now), Some(expected));
+        }
+    }
+}
