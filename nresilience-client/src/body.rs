@@ -1,5 +1,6 @@
 //! The request body the retry layer hands to the service it wraps.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -116,5 +117,43 @@ impl std::fmt::Display for TransportError {
 impl std::error::Error for TransportError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&*self.0)
+    }
+}
+
+/// A body whose first frames were already read: they are sent first, then the rest.
+pub(crate) struct Prefixed<B> {
+    prefix: VecDeque<Frame<Bytes>>,
+    rest: B,
+}
+
+impl<B> Prefixed<B> {
+    pub(crate) fn new(prefix: Vec<Frame<Bytes>>, rest: B) -> Self {
+        Self {
+            prefix: prefix.into(),
+            rest,
+        }
+    }
+}
+
+impl<B> Body for Prefixed<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let this = self.get_mut();
+        match this.prefix.pop_front() {
+            Some(frame) => Poll::Ready(Some(Ok(frame))),
+            None => Pin::new(&mut this.rest).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.prefix.is_empty() && self.rest.is_end_stream()
     }
 }

@@ -69,7 +69,7 @@ impl Client {
         request: Request<B>,
     ) -> Result<Response<Incoming>, RetryError<TransportError>>
     where
-        B: Body<Data = Bytes> + Send + 'static,
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<BoxError>,
     {
         self.service.clone().oneshot(request).await

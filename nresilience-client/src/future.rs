@@ -5,12 +5,11 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::header::HeaderValue;
 use http::{Extensions, HeaderMap, Method, Request, Response, Uri, Version};
 use http_body::Body;
-use http_body_util::combinators::Collect;
-use http_body_util::BodyExt;
+use http_body::Frame;
 use nresilience_core::call::{instant_after, now, Admission, Call, Decision};
 use nresilience_core::nesting::{self, NestingSource, MARKER_HEADER, MARKER_VALUE};
 use nresilience_core::{Classify, LastAttempt, RetryError, StopReason, Verdict};
@@ -19,7 +18,7 @@ use tokio::time::Sleep;
 use tower::Service;
 use tracing::Span;
 
-use crate::body::{BoxError, RetryBody, TransportError};
+use crate::body::{BoxError, Prefixed, RetryBody, TransportError};
 use crate::telemetry;
 
 /// What a retry is rebuilt from: the request as it was, with its body buffered.
@@ -33,6 +32,16 @@ struct Template {
 }
 
 impl Template {
+    fn into_request(self, body: RetryBody) -> Request<RetryBody> {
+        let mut request = Request::new(body);
+        *request.method_mut() = self.method;
+        *request.uri_mut() = self.uri;
+        *request.version_mut() = self.version;
+        *request.headers_mut() = self.headers;
+        *request.extensions_mut() = self.extensions;
+        request
+    }
+
     fn request(&self) -> Request<RetryBody> {
         let mut request = Request::new(RetryBody::buffered(self.body.clone()));
         *request.method_mut() = self.method.clone();
@@ -46,12 +55,9 @@ impl Template {
 
 pin_project! {
     #[project = StateProj]
-    enum State<F, B>
-    where
-        B: Body,
-    {
-        // Buffering the request body so that it can be sent again.
-        Collecting { #[pin] collect: Collect<B> },
+    enum State<F, B> {
+        // Buffering the request body, up to the cap, so that it can be sent again.
+        Collecting { body: Option<B>, buffered: Buffered },
         // Asking the breaker and limiter for the next attempt.
         Starting,
         // Waiting for the service to be ready for the next attempt.
@@ -73,7 +79,6 @@ pin_project! {
     pub struct ResponseFuture<S, C, B>
     where
         S: Service<Request<RetryBody>>,
-        B: Body,
     {
         #[pin]
         state: State<S::Future, B>,
@@ -103,16 +108,10 @@ where
         classifier: C,
         call: Call,
         started: Instant,
+        max_buffered: usize,
     ) -> Self {
-        let (mut parts, body) = request.into_parts();
+        let (parts, body) = request.into_parts();
         let (state, template, first) = if call.may_retry() {
-            // Stamped on the first attempt too: by the time a retry goes out, the
-            // amplification has already happened (N1). Never stamped twice.
-            if !parts.headers.contains_key(MARKER_HEADER) {
-                parts
-                    .headers
-                    .insert(MARKER_HEADER, HeaderValue::from_static(MARKER_VALUE));
-            }
             let template = Template {
                 method: parts.method,
                 uri: parts.uri,
@@ -121,12 +120,9 @@ where
                 extensions: parts.extensions,
                 body: Bytes::new(),
             };
-            let state = if body.is_end_stream() {
-                State::Starting
-            } else {
-                State::Collecting {
-                    collect: body.collect(),
-                }
+            let state = State::Collecting {
+                body: Some(body),
+                buffered: Buffered::new(max_buffered),
             };
             (state, Some(template), None)
         } else {
@@ -156,6 +152,75 @@ where
     }
 }
 
+/// The frames of a request body read so far, while they fit the cap.
+struct Buffered {
+    cap: usize,
+    size: usize,
+    frames: Vec<Frame<Bytes>>,
+}
+
+impl Buffered {
+    fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            size: 0,
+            frames: Vec::new(),
+        }
+    }
+
+    /// Keeps `frame`; `false` once the body no longer fits the cap or carries trailers,
+    /// which a replay would not reproduce.
+    fn push(&mut self, frame: Frame<Bytes>) -> bool {
+        let fits = match frame.data_ref() {
+            Some(data) => {
+                self.size += data.len();
+                self.size <= self.cap
+            }
+            None => false,
+        };
+        self.frames.push(frame);
+        fits
+    }
+
+    fn into_bytes(self) -> Bytes {
+        let mut frames = self.frames.into_iter().filter_map(|f| f.into_data().ok());
+        match (frames.next(), frames.next()) {
+            (None, _) => Bytes::new(),
+            (Some(only), None) => only,
+            (Some(first), Some(second)) => {
+                let mut all = BytesMut::with_capacity(self.size);
+                all.extend_from_slice(&first);
+                all.extend_from_slice(&second);
+                frames.for_each(|f| all.extend_from_slice(&f));
+                all.freeze()
+            }
+        }
+    }
+}
+
+/// Reads the body into `buffered` until it ends, fitting the cap (`false`: replayable), or
+/// outgrows it (`true`: the rest is still in `body`).
+fn poll_buffer<B>(
+    body: &mut B,
+    buffered: &mut Buffered,
+    cx: &mut Context<'_>,
+) -> Poll<Result<bool, B::Error>>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    loop {
+        match ready!(Pin::new(&mut *body).poll_frame(cx)) {
+            None => return Poll::Ready(Ok(false)),
+            Some(Err(error)) => return Poll::Ready(Err(error)),
+            Some(Ok(frame)) => {
+                if !buffered.push(frame) {
+                    return Poll::Ready(Ok(true));
+                }
+            }
+        }
+    }
+}
+
 type Output<ResB> = Result<Response<ResB>, RetryError<TransportError>>;
 
 impl<S, C, B, ResB> Future for ResponseFuture<S, C, B>
@@ -163,7 +228,7 @@ where
     S: Service<Request<RetryBody>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
     C: Classify<Result<Response<ResB>, TransportError>>,
-    B: Body<Data = Bytes>,
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<BoxError>,
 {
     type Output = Output<ResB>;
@@ -187,25 +252,57 @@ where
     S: Service<Request<RetryBody>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
     C: Classify<Result<Response<ResB>, TransportError>>,
-    B: Body<Data = Bytes>,
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<BoxError>,
 {
     let mut this = future.project();
     loop {
         match this.state.as_mut().project() {
-            StateProj::Collecting { collect } => match ready!(collect.poll(cx)) {
-                Ok(collected) => {
-                    if let Some(template) = this.template.as_mut() {
-                        template.body = collected.to_bytes();
+            StateProj::Collecting { body, buffered } => {
+                let Some(reading) = body.as_mut() else {
+                    unreachable!("the body is read until the state changes")
+                };
+                let outgrown = match ready!(poll_buffer(reading, buffered, cx)) {
+                    Ok(outgrown) => outgrown,
+                    Err(error) => {
+                        this.state.set(State::Done);
+                        let last = LastAttempt::Error(TransportError::new(error));
+                        return Poll::Ready(Err(RetryError::new(
+                            StopReason::Permanent,
+                            0,
+                            last,
+                            None,
+                        )));
                     }
-                    this.state.set(State::Starting);
+                };
+                let buffered = std::mem::replace(buffered, Buffered::new(0));
+                let rest = body.take();
+                let Some(mut template) = this.template.take() else {
+                    unreachable!("a call that may retry has a template")
+                };
+                if outgrown {
+                    // Too large to replay: sent once, as read so far and then as it streams,
+                    // neither stamped nor reported as nested (N1).
+                    this.call.single_attempt();
+                    let prefix = buffered.frames;
+                    let body = match rest {
+                        Some(rest) => RetryBody::streamed(Prefixed::new(prefix, rest)),
+                        None => RetryBody::empty(),
+                    };
+                    *this.first = Some(template.into_request(body));
+                } else {
+                    template.body = buffered.into_bytes();
+                    // Stamped on the first attempt too: by the time a retry goes out, the
+                    // amplification has already happened (N1). Never stamped twice.
+                    if !template.headers.contains_key(MARKER_HEADER) {
+                        template
+                            .headers
+                            .insert(MARKER_HEADER, HeaderValue::from_static(MARKER_VALUE));
+                    }
+                    *this.template = Some(template);
                 }
-                Err(error) => {
-                    this.state.set(State::Done);
-                    let last = LastAttempt::Error(TransportError::new(error));
-                    return Poll::Ready(Err(RetryError::new(StopReason::Permanent, 0, last, None)));
-                }
-            },
+                this.state.set(State::Starting);
+            }
             StateProj::Starting => {
                 let at = now();
                 match this.call.begin_attempt(at) {
@@ -309,7 +406,6 @@ fn finish_attempt<S, C, B, ResB>(
 where
     S: Service<Request<RetryBody>, Response = Response<ResB>>,
     C: Classify<Result<Response<ResB>, TransportError>>,
-    B: Body,
 {
     let verdict = this.classifier.classify(&result);
     telemetry::record_result(this.attempt_span, &result, &verdict);
@@ -327,7 +423,6 @@ fn settle<S, C, B, ResB>(
 ) -> Option<Output<ResB>>
 where
     S: Service<Request<RetryBody>, Response = Response<ResB>>,
-    B: Body,
 {
     let attempts = this.call.attempts();
     match decision {
@@ -389,7 +484,6 @@ where
 impl<S, C, B> std::fmt::Debug for ResponseFuture<S, C, B>
 where
     S: Service<Request<RetryBody>>,
-    B: Body,
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture")

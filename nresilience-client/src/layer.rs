@@ -176,7 +176,7 @@ where
     S: Service<Request<RetryBody>, Response = Response<ResB>> + Clone,
     S::Error: Into<BoxError>,
     C: Classify<Result<Response<ResB>, TransportError>> + Clone,
-    B: Body<Data = Bytes> + Send + 'static,
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<BoxError>,
 {
     type Response = Response<ResB>;
@@ -206,12 +206,14 @@ where
             Some(Retryable(choice)) => *choice,
             None => shared.retry_non_idempotent || is_idempotent(request.method()),
         };
-        let fits = request
+        // A body of unknown length is read up to the cap before the first attempt; one that
+        // outgrows it drops the call to a single attempt then.
+        let may_fit = request
             .body()
             .size_hint()
             .upper()
-            .is_some_and(|upper| upper <= shared.max_buffered_body as u64);
-        let may_retry = opted && fits && policy.may_retry();
+            .is_none_or(|upper| upper <= shared.max_buffered_body as u64);
+        let may_retry = opted && may_fit && policy.may_retry();
 
         let started = now();
         let authority = request.uri().authority().map(|a| a.as_str()).unwrap_or("");
@@ -225,6 +227,14 @@ where
             .method(request.method().as_str())
             .bucket(bucket);
         let call = Call::start(policy, started, options);
-        ResponseFuture::new(request, service, self.classifier.clone(), call, started)
+        let cap = shared.max_buffered_body;
+        ResponseFuture::new(
+            request,
+            service,
+            self.classifier.clone(),
+            call,
+            started,
+            cap,
+        )
     }
 }

@@ -30,6 +30,7 @@ type Answer = (u16, Option<String>);
 struct Script {
     answers: Arc<Mutex<VecDeque<Answer>>>,
     markers: Arc<Mutex<Vec<Vec<String>>>>,
+    body_lengths: Arc<Mutex<Vec<usize>>>,
 }
 
 impl Script {
@@ -38,7 +39,8 @@ impl Script {
     }
 }
 
-async fn answer(State(script): State<Script>, headers: HeaderMap) -> Response {
+async fn answer(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> Response {
+    script.body_lengths.lock().unwrap().push(body.len());
     let markers = headers
         .get_all(MARKER_HEADER)
         .iter()
@@ -328,4 +330,52 @@ async fn e1_connection_refused_is_transient_and_retried() {
     assert_eq!(error.reason(), StopReason::AttemptsExhausted);
     assert_eq!(error.attempts(), 3);
     assert!(error.last_error().is_some(), "{error}");
+}
+
+/// A body of unknown length, as a stream (or a tonic request) has.
+struct Chunked(VecDeque<Bytes>);
+
+impl http_body::Body for Chunked {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(|b| Ok(http_body::Frame::data(b))))
+    }
+}
+
+fn chunked(addr: SocketAddr, chunks: usize, chunk: usize) -> Request<Chunked> {
+    let body = Chunked((0..chunks).map(|_| Bytes::from(vec![1u8; chunk])).collect());
+    Request::put(url(addr)).body(body).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn n1_a_short_body_of_unknown_length_is_buffered_stamped_and_replayed() {
+    let (addr, script) = server(&[(503, None)]);
+    let response = client(policy())
+        .request(chunked(addr, 4, 1000))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(script.markers(), vec![vec!["1".to_owned()]; 2]);
+    assert_eq!(*script.body_lengths.lock().unwrap(), vec![4000, 4000]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn n1_a_long_body_of_unknown_length_is_sent_once_whole_and_unmarked() {
+    let (addr, script) = server(&[(503, None)]);
+    let response = client(policy())
+        .request(chunked(addr, 100, 1000))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(script.markers(), vec![Vec::<String>::new()]);
+    assert_eq!(
+        *script.body_lengths.lock().unwrap(),
+        vec![100_000],
+        "nothing lost"
+    );
 }

@@ -141,7 +141,7 @@ pub struct Call {
     measured: Option<Duration>,
     typical: Option<Duration>,
     permit: Option<BreakerPermit>,
-    nested: Option<NestingSource>,
+    nested: Option<Nested>,
     nested_span: Span,
     span: Span,
     finished: bool,
@@ -151,8 +151,9 @@ impl Call {
     /// Starts a call at `now` (read before calling).
     ///
     /// When the call may retry and the nesting context says it runs inside a retrying
-    /// context, it is reported once, here, before its first attempt: a `NestedRetry` span
-    /// and the `nresilience.nested_retries` counter (N5). Nothing else changes.
+    /// context, it is reported once, by its first [`begin_attempt`](Self::begin_attempt):
+    /// a `NestedRetry` span and the `nresilience.nested_retries` counter (N5). Nothing
+    /// else changes.
     pub fn start(policy: &RetryPolicy, now: Instant, options: CallOptions<'_>) -> Self {
         let max_attempts = if options.single_attempt {
             1
@@ -163,40 +164,18 @@ impl Call {
             Some(bucket) => bucket,
             None => policy.bucket(now).cloned(),
         };
+        // Read now, in the caller's context; reported by the first attempt, by which time
+        // the call knows whether it may really retry (its body may prove unreplayable).
         let nested = if max_attempts > 1 {
-            nesting::current()
+            nesting::current().map(|source| Nested {
+                source,
+                target: options.target.map(str::to_owned),
+                method: options.method.map(str::to_owned),
+            })
         } else {
             None
         };
-        let nested_span = match nested {
-            Some(source) => {
-                policy.instruments().nested(source.as_str());
-                let span = tracing::info_span!(
-                    "NestedRetry",
-                    nresilience.source = source.as_str(),
-                    nresilience.policy = policy.name(),
-                    nresilience.target = options.target,
-                    nresilience.method = options.method,
-                    nresilience.attempts = field::Empty,
-                    nresilience.outcome = field::Empty,
-                );
-                tracing::event!(
-                    parent: &span,
-                    Level::INFO,
-                    nresilience.source = source.as_str(),
-                    "nresilience.nested_retry"
-                );
-                span
-            }
-            None => Span::none(),
-        };
-        let parent = if nested.is_some() {
-            nested_span.id()
-        } else {
-            Span::current().id()
-        };
         let span = tracing::info_span!(
-            parent: parent,
             "resilience",
             otel.name = field::display(format_args!("resilience {}", policy.name())),
             nresilience.policy = policy.name(),
@@ -215,10 +194,45 @@ impl Call {
             typical: None,
             permit: None,
             nested,
-            nested_span,
+            nested_span: Span::none(),
             span,
             finished: false,
         }
+    }
+
+    /// Drops the call to a single attempt, before its first one: its request proved
+    /// unreplayable. It is then neither stamped nor reported as nested (N1, N5).
+    pub fn single_attempt(&mut self) {
+        if self.attempts == 0 {
+            self.max_attempts = 1;
+            self.nested = None;
+        }
+    }
+
+    /// Reports a nested retry once, before the first attempt (N5).
+    fn report_nested(&mut self) {
+        let Some(nested) = &self.nested else {
+            return;
+        };
+        let source = nested.source.as_str();
+        self.policy.instruments().nested(source);
+        let span = tracing::info_span!(
+            parent: &self.span,
+            "NestedRetry",
+            nresilience.source = source,
+            nresilience.policy = self.policy.name(),
+            nresilience.target = nested.target.as_deref(),
+            nresilience.method = nested.method.as_deref(),
+            nresilience.attempts = field::Empty,
+            nresilience.outcome = field::Empty,
+        );
+        tracing::event!(
+            parent: &span,
+            Level::INFO,
+            nresilience.source = source,
+            "nresilience.nested_retry"
+        );
+        self.nested_span = span;
     }
 
     /// Whether this call may make more than one attempt: the span of its whole run should
@@ -227,9 +241,9 @@ impl Call {
         self.max_attempts > 1
     }
 
-    /// Where the nesting context came from, when this call was reported as nested.
+    /// Where the nesting context came from, when this call is reported as nested.
     pub fn nested(&self) -> Option<NestingSource> {
-        self.nested
+        self.nested.as_ref().map(|n| n.source)
     }
 
     /// Attempts started so far.
@@ -250,6 +264,9 @@ impl Call {
     /// Starts the next attempt at `now`: the breaker and limiter admit it or not (B8), and
     /// its timeout is fixed.
     pub fn begin_attempt(&mut self, now: Instant) -> Admission {
+        if self.attempts == 0 {
+            self.report_nested();
+        }
         self.attempts += 1;
         self.attempt_started = now;
         tracing::event!(parent: &self.span, Level::DEBUG, attempt = self.attempts, "nresilience.attempt");
@@ -387,6 +404,14 @@ impl Call {
         }
         Decision::Stop(reason)
     }
+}
+
+/// A retrying call started inside a retrying context, and what it targets.
+#[derive(Debug)]
+struct Nested {
+    source: NestingSource,
+    target: Option<String>,
+    method: Option<String>,
 }
 
 fn refused(retry_after: Option<Duration>) -> Admission {
