@@ -23,14 +23,15 @@ pub(crate) fn attempt_span<B>(call: &Span, request: &Request<B>, attempt: u32) -
         otel.status_code = field::Empty,
         http.request.method = method,
         server.address = uri.host(),
-        server.port = uri.port_u16(),
+        server.port = uri.port_u16().map(i64::from),
         url.full = %uri,
         http.request.resend_count = field::Empty,
         http.response.status_code = field::Empty,
         error.type = field::Empty,
     );
     if attempt > 1 {
-        span.record("http.request.resend_count", attempt - 1);
+        // Recorded as i64: unsigned 32-bit fields reach OpenTelemetry as strings.
+        span.record("http.request.resend_count", i64::from(attempt - 1));
     }
     span
 }
@@ -52,7 +53,7 @@ pub(crate) fn record_result<B>(
     match result {
         Ok(response) => {
             let status = response.status();
-            span.record("http.response.status_code", status.as_u16());
+            span.record("http.response.status_code", i64::from(status.as_u16()));
             if status.is_server_error() {
                 span.record("error.type", status.as_str());
                 span.record("otel.status_code", "ERROR");

@@ -269,7 +269,7 @@ impl Call {
         }
         self.attempts += 1;
         self.attempt_started = now;
-        tracing::event!(parent: &self.span, Level::DEBUG, attempt = self.attempts, "nresilience.attempt");
+        tracing::event!(parent: &self.span, Level::DEBUG, attempt = i64::from(self.attempts), "nresilience.attempt");
         if let Some(breaker) = self.policy.circuit_breaker() {
             match breaker.try_acquire(now) {
                 Ok(permit) => self.permit = Some(permit),
@@ -354,7 +354,7 @@ impl Call {
         tracing::event!(
             parent: &self.span,
             Level::INFO,
-            attempt = self.attempts,
+            attempt = i64::from(self.attempts),
             verdict = verdict.as_str(),
             delay_ms = delay.as_millis() as u64,
             "nresilience.retrying"
@@ -374,7 +374,7 @@ impl Call {
         tracing::event!(
             parent: &self.span,
             Level::WARN,
-            attempt = self.attempts,
+            attempt = i64::from(self.attempts),
             retry_after_ms = hint.map(|h| h.as_millis() as u64),
             "nresilience.budget_exhausted"
         );
@@ -398,7 +398,8 @@ impl Call {
                 }
             }
             for span in [&self.span, &self.nested_span] {
-                span.record("nresilience.attempts", self.attempts);
+                // i64: unsigned 32-bit fields reach OpenTelemetry as strings.
+                span.record("nresilience.attempts", i64::from(self.attempts));
                 span.record("nresilience.outcome", reason.as_str());
             }
         }
