@@ -7,7 +7,8 @@
 //! so backoff delays cost no wall time; the figures are counts, not timings. tower's budget
 //! reads the real clock internally, so its floor sees almost no time pass.
 //!
-//! Run: `cargo bench -p nresilience-core --bench storm`.
+//! Run: `cargo bench -p nresilience-core --bench storm`. Under `cargo test` (no `--bench`
+//! argument) it runs 2,000 operations, as a smoke test.
 
 #![allow(missing_docs)]
 
@@ -23,7 +24,6 @@ use rand::{Rng, SeedableRng};
 use tower::retry::budget::{Budget, TpsBudget};
 use tower::{Service, ServiceExt};
 
-const OPERATIONS: u64 = 100_000;
 const SEED: u64 = 42;
 
 /// A dependency failing each attempt independently with probability `rate`.
@@ -53,8 +53,8 @@ impl Flaky {
         }
     }
 
-    fn retries_per_operation(&self) -> f64 {
-        (self.attempts.load(Ordering::Relaxed) - OPERATIONS) as f64 / OPERATIONS as f64
+    fn retries_per_operation(&self, operations: u64) -> f64 {
+        (self.attempts.load(Ordering::Relaxed) - operations) as f64 / operations as f64
     }
 }
 
@@ -103,27 +103,27 @@ impl tower::retry::Policy<(), (), ()> for TowerPolicy {
 
 /// Starts one operation per virtual millisecond (open loop: a slow operation does not slow
 /// the arrivals), then waits for them all.
-async fn open_loop<F, Fut>(mut operation: F)
+async fn open_loop<F, Fut>(operations: u64, mut operation: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = ()> + 'static,
 {
     let mut running = tokio::task::JoinSet::new();
-    for _ in 0..OPERATIONS {
+    for _ in 0..operations {
         running.spawn_local(operation());
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     while running.join_next().await.is_some() {}
 }
 
-async fn run(rate: f64) -> [f64; 3] {
+async fn run(rate: f64, operations: u64) -> [f64; 3] {
     let ours = Flaky::new(rate);
     let policy = RetryPolicy::builder()
         .name("storm")
         .jitter_seed(SEED)
         .build()
         .expect("valid policy");
-    open_loop(|| {
+    open_loop(operations, || {
         let (policy, ours) = (policy.clone(), ours.clone());
         async move {
             let _ = policy.execute(|_| std::future::ready(ours.attempt())).await;
@@ -132,7 +132,7 @@ async fn run(rate: f64) -> [f64; 3] {
     .await;
 
     let backon = Flaky::new(rate);
-    open_loop(|| {
+    open_loop(operations, || {
         let backon = backon.clone();
         async move {
             let _ = (|| std::future::ready(backon.attempt()))
@@ -144,7 +144,7 @@ async fn run(rate: f64) -> [f64; 3] {
 
     let tower = Flaky::new(rate);
     let budget = Arc::new(TpsBudget::default());
-    open_loop(|| {
+    open_loop(operations, || {
         let policy = TowerPolicy {
             budget: Arc::clone(&budget),
             attempts_left: 3,
@@ -157,9 +157,9 @@ async fn run(rate: f64) -> [f64; 3] {
     .await;
 
     [
-        ours.retries_per_operation(),
-        backon.retries_per_operation(),
-        tower.retries_per_operation(),
+        ours.retries_per_operation(operations),
+        backon.retries_per_operation(operations),
+        tower.retries_per_operation(operations),
     ]
 }
 
@@ -169,12 +169,17 @@ fn main() {
         .start_paused(true)
         .build()
         .expect("runtime");
-    println!("retries per operation, {OPERATIONS} operations at 1000/s (virtual), seed {SEED}");
+    let operations = if std::env::args().any(|arg| arg == "--bench") {
+        100_000
+    } else {
+        2_000
+    };
+    println!("retries per operation, {operations} operations at 1000/s (virtual), seed {SEED}");
     println!("| dependency fails | nresilience | backon | tower retry + TpsBudget |");
     println!("|---|---|---|---|");
     for (label, rate) in [("1 in 4", 0.25), ("1 in 2", 0.5)] {
         let local = tokio::task::LocalSet::new();
-        let [ours, backon, tower] = local.block_on(&runtime, run(rate));
+        let [ours, backon, tower] = local.block_on(&runtime, run(rate, operations));
         println!("| {label} | {ours:.3} | {backon:.3} | {tower:.3} |");
     }
 }
