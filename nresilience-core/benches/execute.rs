@@ -25,10 +25,23 @@ fn bench(c: &mut Criterion) {
         .name("bench")
         .build()
         .expect("valid policy");
+    // As close to backon's defaults as the policy goes: no deadline, attempt timeout,
+    // ceiling or budget.
+    let bare = RetryPolicy::builder()
+        .name("bench-bare")
+        .deadline(None)
+        .attempt_timeout(None)
+        .attempt_ceiling(None)
+        .budget(nresilience_core::RetryBudget::None)
+        .build()
+        .expect("valid policy");
     let mut group = c.benchmark_group("execute/success");
     group.bench_function("direct", |b| b.to_async(&runtime).iter(work));
     group.bench_function("nresilience", |b| {
         b.to_async(&runtime).iter(|| policy.execute(|_| work()))
+    });
+    group.bench_function("nresilience_bare", |b| {
+        b.to_async(&runtime).iter(|| bare.execute(|_| work()))
     });
     group.bench_function("backon", |b| {
         b.to_async(&runtime)
