@@ -371,9 +371,10 @@ impl Call {
             .bucket
             .as_ref()
             .and_then(|b| b.retry_after_for(now, self.policy.criticality()));
+        // The budget doing its job, not a fault: the call's span carries the outcome.
         tracing::event!(
             parent: &self.span,
-            Level::WARN,
+            Level::INFO,
             attempt = i64::from(self.attempts),
             retry_after_ms = hint.map(|h| h.as_millis() as u64),
             "nresilience.budget_exhausted"
