@@ -1,3 +1,101 @@
 //! The server side of nested-retry detection: a tower layer that reads the
-//! `x-nresilience-retrying` marker into the nesting context of `nresilience-core`.
+//! `x-nresilience-retrying` marker into the [`nesting`] context of `nresilience-core`
+//! (SPEC N4).
+//!
+//! # Example
+//!
+//! One line registers it; a handler then runs inside the context its caller's marker set.
+//!
+//! ```
+//! use axum::{body::Body, http::Request, routing::get, Router};
+//! use nresilience_axum::{nesting, NestedRetryLayer};
+//! use tower::ServiceExt;
+//!
+//! async fn handler() -> &'static str {
+//!     assert_eq!(nesting::current(), Some(nesting::NestingSource::Header));
+//!     "called by a client that may retry"
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let app = Router::new()
+//!     .route("/", get(handler))
+//!     .layer(NestedRetryLayer::new());
+//!
+//! let request = Request::get("/")
+//!     .header("x-nresilience-retrying", "1")
+//!     .body(Body::empty())?;
+//! let response = app.oneshot(request).await?;
+//! assert_eq!(response.status(), 200);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Why
+//!
+//! Retries multiply across hops: a frontend that retries three times onto a backend that
+//! retries three times sends nine attempts to the database, and each hop sees only its own
+//! three. `nresilience-client` stamps the marker on every request it may retry (SPEC N1, N2);
+//! this layer, on the receiving hop, publishes it to the task-local context, so when the
+//! handler makes a call that may retry, `nresilience-core` reports a `NestedRetry` there (N5) —
+//! the middle hop of the chain sees the loop it is part of. Detection reports and never
+//! changes behaviour.
+//!
+//! # Where to register it
+//!
+//! Outside anything that calls out. With axum, `Router::layer` wraps the routes added before
+//! it: call it after the last route. The layer is generic over `http::Request<B>`, so the same
+//! value serves `axum::Router::layer`, `tonic::transport::Server::builder().layer(..)` and a
+//! plain hyper service (`NestedRetryLayer::new().layer(service)`). It adds no error of its own
+//! and leaves responses alone.
+//!
+//! # What it reads
+//!
+//! A request is marked when any of its `x-nresilience-retrying` values is exactly `1`,
+//! optional whitespace aside (SPEC N4); a value is read as an HTTP list, so a proxy that folds
+//! two marker lines into `1, 1` keeps the mark. The name matches in any case over HTTP/1 and
+//! lower-case over HTTP/2 and gRPC metadata. Any other value, or one that is not visible ASCII,
+//! is no marker: a `debug` event, never a rejected request.
+//!
+//! # Trust boundary
+//!
+//! A public client can send the marker too. On an edge service, use
+//! [`NestedRetryLayer::ignore_inbound`]: the marker is ignored and removed from the request.
+//!
+//! # Spawned tasks and response bodies
+//!
+//! The context covers the inner service's `call` and its response future. Task-locals do not
+//! cross `tokio::spawn`, and a streaming response body is polled after that future has
+//! finished: a marked request therefore also carries a [`RetryMarker`] in its extensions, whose
+//! [`scope`](RetryMarker::scope) runs a spawned task — one that feeds a streaming body, say — in
+//! the same context.
+//!
+//! # Cost
+//!
+//! An unmarked request costs one header lookup: no allocation, no box, no event. A marked one
+//! adds the extension (one small map) and the task-local scope. axum's `Router::layer` boxes
+//! every route again, whatever the layer; where that matters, wrap the whole router instead
+//! (`BENCHMARKS.md` has the figures):
+//!
+//! ```no_run
+//! use axum::{extract::Request, routing::get, Router, ServiceExt};
+//! use nresilience_axum::NestedRetryLayer;
+//! use tower::Layer;
+//!
+//! # async fn run() -> std::io::Result<()> {
+//! let app = Router::new().route("/", get(|| async { "hello" }));
+//! let app = NestedRetryLayer::new().layer(app);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, ServiceExt::<Request>::into_make_service(app)).await
+//! # }
+//! ```
 #![forbid(unsafe_code)]
+
+pub mod future;
+mod layer;
+mod marker;
+
+pub use layer::{NestedRetry, NestedRetryLayer};
+pub use marker::RetryMarker;
+/// The nesting context this layer sets: re-exported from `nresilience-core`.
+pub use nresilience_core::nesting;

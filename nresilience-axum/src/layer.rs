@@ -1,0 +1,125 @@
+//! [`NestedRetryLayer`] and the service it applies, [`NestedRetry`].
+
+use std::task::{Context, Poll};
+
+use http::Request;
+use nresilience_core::nesting::{self, NestingSource};
+use tower::{Layer, Service};
+
+use crate::future::ResponseFuture;
+use crate::marker::{self, RetryMarker, MARKER};
+
+/// Reads the nested-retry marker of each request into the [`nesting`](crate::nesting) context
+/// (SPEC N4).
+///
+/// Applies [`NestedRetry`]. See the [crate docs](crate) for where to register it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[must_use]
+pub struct NestedRetryLayer {
+    ignore_inbound: bool,
+}
+
+impl NestedRetryLayer {
+    /// A layer that trusts the inbound marker: for services called by your own services.
+    pub const fn new() -> Self {
+        NestedRetryLayer {
+            ignore_inbound: false,
+        }
+    }
+
+    /// Ignores the inbound marker and removes it from the request, for an edge service that
+    /// faces untrusted clients: a public caller cannot fake the nesting reports of this hop, nor
+    /// pass the marker on through it.
+    ///
+    /// Only the header is distrusted; the in-process context of a call that may retry is still
+    /// set and reported by `nresilience-core`. Defaults to reading the marker.
+    pub const fn ignore_inbound(mut self) -> Self {
+        self.ignore_inbound = true;
+        self
+    }
+}
+
+impl<S> Layer<S> for NestedRetryLayer {
+    type Service = NestedRetry<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        NestedRetry {
+            inner,
+            ignore_inbound: self.ignore_inbound,
+        }
+    }
+}
+
+// ===== impl NestedRetry =====
+
+/// Runs a request that arrived with the `x-nresilience-retrying: 1` marker inside the
+/// [`NestingSource::Header`] context, and puts a [`RetryMarker`] in its extensions.
+///
+/// The context covers the inner service's synchronous `call` and its whole response future.
+/// An unmarked request passes through untouched. Responses and errors are the inner service's,
+/// unchanged.
+#[derive(Clone, Debug)]
+pub struct NestedRetry<S> {
+    inner: S,
+    ignore_inbound: bool,
+}
+
+impl<S> NestedRetry<S> {
+    /// Wraps `inner`, trusting the inbound marker (as [`NestedRetryLayer::new`]).
+    pub const fn new(inner: S) -> Self {
+        NestedRetry {
+            inner,
+            ignore_inbound: false,
+        }
+    }
+
+    /// A layer that wraps services in `NestedRetry`.
+    pub const fn layer() -> NestedRetryLayer {
+        NestedRetryLayer::new()
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Consumes `self`, returning the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, B> Service<Request<B>> for NestedRetry<S>
+where
+    S: Service<Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        if self.ignore_inbound {
+            if request.headers_mut().remove(&MARKER).is_some() {
+                tracing::debug!("removed inbound nested-retry marker: this hop ignores it");
+            }
+            return ResponseFuture::unmarked(self.inner.call(request));
+        }
+        if !marker::is_marked(request.headers()) {
+            return ResponseFuture::unmarked(self.inner.call(request));
+        }
+        request.extensions_mut().insert(RetryMarker::new());
+        let inner = &mut self.inner;
+        let future = nesting::sync_scope(NestingSource::Header, || inner.call(request));
+        ResponseFuture::marked(nesting::scope(NestingSource::Header, future))
+    }
+}

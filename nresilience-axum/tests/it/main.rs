@@ -1,0 +1,7 @@
+//! The layer end to end: through axum, tonic and plain hyper, with `oneshot` and over real
+//! sockets on 127.0.0.1.
+
+mod axum_router;
+mod hyper_service;
+mod support;
+mod tonic_server;
