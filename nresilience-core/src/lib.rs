@@ -33,6 +33,8 @@ pub mod latency;
 pub mod limiter;
 pub mod nesting;
 mod policy;
+#[cfg(feature = "simulate")]
+pub mod simulate;
 pub mod telemetry;
 mod verdict;
 

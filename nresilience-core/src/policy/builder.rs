@@ -1,6 +1,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Config, RetryPolicy, Shared};
 use crate::breaker::CircuitBreaker;
@@ -150,9 +150,10 @@ impl RetryPolicyBuilder {
         if let Some(ceiling) = &c.attempt_ceiling {
             ceiling.validate()?;
         }
+        // Tokio's clock: a policy built under a paused runtime lives in its virtual time.
         Ok(RetryPolicy::from_config(
             self.config,
-            Instant::now(),
+            crate::call::now(),
             self.previous.as_ref(),
         ))
     }

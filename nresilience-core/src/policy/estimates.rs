@@ -68,11 +68,33 @@ impl Estimates {
 
     pub(crate) fn estimate(&mut self, now: Instant) -> Estimate {
         let epoch = nanos_since(self.origin, now) / self.refresh_nanos;
-        if self.fitted_epoch != Some(epoch) {
+        // A fit short of samples is not kept for the interval: the first fit with enough
+        // is, so a slowdown early in an interval meets a ceiling fitted to the latency
+        // before it (E5).
+        let stale = self.fitted_epoch != Some(epoch);
+        if stale || (self.short_of_samples() && self.enough_samples(now)) {
             self.fitted_epoch = Some(epoch);
             self.fitted = self.fit(now);
         }
         self.fitted
+    }
+
+    /// Whether the kept fit lacks an estimate that is configured.
+    fn short_of_samples(&self) -> bool {
+        (self.ceiling.is_some() && self.fitted.ceiling.is_none())
+            || (self.measured.is_some() && self.fitted.measured.is_none())
+    }
+
+    /// Whether every configured window holds its minimum of samples: a cheap count, before
+    /// the full fit reads every counter.
+    fn enough_samples(&self, now: Instant) -> bool {
+        let ceiling = self.ceiling.as_ref().is_none_or(|(config, window)| {
+            window.count(now) >= u64::from(config.get_minimum_samples())
+        });
+        let measured = self.measured.as_ref().is_none_or(|(config, window)| {
+            window.count(now) >= u64::from(config.minimum_samples())
+        });
+        ceiling && measured
     }
 
     fn fit(&self, now: Instant) -> Estimate {
@@ -118,22 +140,34 @@ mod tests {
             Duration::from_millis(100),
             start + Duration::from_millis(21),
         );
-        // Still the fit of this one-second slice.
+        // A fit short of samples is not kept: the twentieth sample brings the ceiling at once.
+        let first = estimates
+            .estimate(start + Duration::from_millis(22))
+            .ceiling
+            .unwrap();
+        let expected = 0.3; // 3 × p95 of 100 ms
+        assert!(
+            (first.as_secs_f64() - expected).abs() / expected < 0.05,
+            "{first:?}"
+        );
+        // That fit is kept for the rest of the slice, whatever comes next.
+        for i in 0..100 {
+            estimates.record(
+                Duration::from_secs(1),
+                start + Duration::from_millis(30 + i),
+            );
+        }
         assert_eq!(
             estimates
-                .estimate(start + Duration::from_millis(22))
+                .estimate(start + Duration::from_millis(999))
                 .ceiling,
-            None
+            Some(first)
         );
         let next = estimates
             .estimate(start + Duration::from_secs(1))
             .ceiling
             .unwrap();
-        let expected = 0.3; // 3 × p95 of 100 ms
-        assert!(
-            (next.as_secs_f64() - expected).abs() / expected < 0.05,
-            "{next:?}"
-        );
+        assert!(next > first * 5, "{next:?}");
     }
 
     #[test]

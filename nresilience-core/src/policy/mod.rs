@@ -233,7 +233,7 @@ impl fmt::Debug for RetryPolicy {
 impl Default for RetryPolicy {
     /// The default policy; see [`RetryPolicy::builder`].
     fn default() -> Self {
-        Self::from_config(builder::default_config(), Instant::now(), None)
+        Self::from_config(builder::default_config(), crate::call::now(), None)
     }
 }
 

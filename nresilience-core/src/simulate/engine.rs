@@ -1,0 +1,427 @@
+//! Runs a simulation: a current-thread tokio runtime with paused time, one task per call,
+//! the shipping [`RetryPolicy::run`] in each, and a modelled dependency behind the attempts.
+
+use std::cell::RefCell;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use tokio::task::{JoinHandle, LocalSet};
+use tokio::time::Instant;
+
+use super::dependency::Dependency;
+use super::load::Load;
+use super::report::{worst_second, HopReport, Second, SimulationReport};
+use super::rng::SplitMix64;
+use super::InvalidSimulation;
+use crate::breaker::CircuitBreaker;
+use crate::limiter::RateLimiter;
+use crate::{
+    Backoff, DefaultClassifier, InvalidPolicy, Report, RetryBudget, RetryPolicy, StopReason,
+};
+
+/// tokio's timer resolution: every timer fires on a whole millisecond of the virtual clock.
+const TICK: Duration = Duration::from_millis(1);
+
+/// How many runtimes to try before giving up on starting within a tick of the policies' build.
+const ALIGNMENT_TRIES: usize = 1_000;
+
+/// Everything a run needs, borrowed from the [`Simulation`](super::Simulation).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Setup<'a> {
+    pub(super) policies: &'a [RetryPolicy],
+    pub(super) dependency: &'a Dependency,
+    pub(super) load: Load,
+    pub(super) duration: Duration,
+}
+
+pub(super) fn run(setup: Setup<'_>, seed: u64) -> Result<SimulationReport, InvalidSimulation> {
+    // A thread of its own: callable from inside another runtime, and no task-local (a nesting
+    // context) of the caller leaks into the simulated calls.
+    std::thread::scope(
+        |scope| match scope.spawn(move || run_on_this_thread(setup, seed)).join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        },
+    )
+}
+
+fn run_on_this_thread(setup: Setup<'_>, seed: u64) -> Result<SimulationReport, InvalidSimulation> {
+    let mut seeds = SplitMix64::new(seed);
+    let arrivals = seeds.next_u64();
+    let dependency = seeds.next_u64();
+    let jitter: Vec<u64> = setup.policies.iter().map(|_| seeds.next_u64()).collect();
+
+    for _ in 0..ALIGNMENT_TRIES {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .map_err(|e| InvalidSimulation::new(format!("cannot start a runtime: {e}")))?;
+        let started: Result<Option<SimulationReport>, InvalidSimulation> = LocalSet::new()
+            .block_on(&runtime, async {
+                // A policy's latency estimate counts its refresh slices from the real instant it
+                // was built (`std::time::Instant::now()`), while the run reads the virtual clock,
+                // which stands still at the instant the runtime paused it (tick 0) and then moves
+                // in whole ticks. Built less than a tick after tick 0, every slice boundary falls
+                // strictly between two ticks, so starting the run at tick 1 puts each event in the
+                // same slice on every run. A policy built from the virtual clock would be aligned
+                // as well, one tick earlier.
+                let zero = Instant::now();
+                let before = std::time::Instant::now();
+                let policies = setup
+                    .policies
+                    .iter()
+                    .zip(&jitter)
+                    .map(|(policy, &seed)| fresh(policy, seed, zero.into_std()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let after = std::time::Instant::now();
+                if before <= zero.into_std() || after >= (zero + TICK).into_std() {
+                    return Ok(None);
+                }
+                tokio::time::sleep_until(zero + TICK).await;
+                let world = Rc::new(World::new(policies, setup, SplitMix64::new(dependency)));
+                Ok(Some(
+                    drive(world, setup, SplitMix64::new(arrivals), seed).await,
+                ))
+            });
+        if let Some(report) = started? {
+            return Ok(report);
+        }
+    }
+    Err(InvalidSimulation::new(format!(
+        "could not build the policies within a millisecond of starting the virtual clock in \
+         {ALIGNMENT_TRIES} tries; the machine is too busy to simulate deterministically"
+    )))
+}
+
+/// The same settings as `policy`, with none of its state: a full bucket, an empty latency
+/// window, its own limiter and breaker, the simulation's jitter seed. A `Shared` budget becomes
+/// the policy's own, since the simulated process holds nothing else that could share it.
+fn fresh(
+    policy: &RetryPolicy,
+    jitter_seed: u64,
+    now: std::time::Instant,
+) -> Result<RetryPolicy, InvalidSimulation> {
+    let budget = match policy.budget() {
+        RetryBudget::Shared(_, options) => RetryBudget::Automatic(*options),
+        budget => budget.clone(),
+    };
+    // `reconfigure` keeps the bucket while the budget is unchanged and the estimate while the
+    // ceiling and measured base are: going through a policy that differs in all three makes
+    // the second build start both afresh.
+    let detached = policy
+        .reconfigure()
+        .budget(RetryBudget::None)
+        .attempt_ceiling(None)
+        .backoff(Backoff::none())
+        .build()?;
+    let mut builder = detached
+        .reconfigure()
+        .budget(budget)
+        .attempt_ceiling(policy.attempt_ceiling())
+        .backoff(policy.backoff().clone())
+        .jitter_seed(jitter_seed);
+    if let Some(limiter) = policy.rate_limiter() {
+        let limiter = RateLimiter::new(limiter.permits_per_second(), limiter.burst(), now)
+            .map_err(|e| InvalidSimulation::new(e.to_string()))?;
+        builder = builder.rate_limiter(Arc::new(limiter));
+    }
+    if let Some(breaker) = policy.circuit_breaker() {
+        let breaker = CircuitBreaker::new(*breaker.options(), now)
+            .map_err(|e| InvalidSimulation::new(e.to_string()))?;
+        builder = builder.circuit_breaker(Arc::new(breaker));
+    }
+    Ok(builder.build()?)
+}
+
+impl From<InvalidPolicy> for InvalidSimulation {
+    fn from(error: InvalidPolicy) -> Self {
+        Self::new(error.to_string())
+    }
+}
+
+/// Offers the load until the run's end, then waits for every call to finish.
+async fn drive(
+    world: Rc<World>,
+    setup: Setup<'_>,
+    mut arrivals: SplitMix64,
+    seed: u64,
+) -> SimulationReport {
+    let mut at = setup.load.gap(&mut arrivals);
+    loop {
+        // Arrivals are continuous; tokio's timers fire on whole milliseconds.
+        let since_start = Duration::from_millis(at.div_ceil(1_000_000));
+        if since_start >= setup.duration {
+            break;
+        }
+        let arrival = world.origin + since_start;
+        if arrival > Instant::now() {
+            tokio::time::sleep_until(arrival).await;
+        }
+        drop(spawn(&world, 0));
+        at = at.saturating_add(setup.load.gap(&mut arrivals));
+    }
+    poll_fn(|cx| {
+        let mut state = world.state.borrow_mut();
+        if state.outstanding == 0 {
+            Poll::Ready(())
+        } else {
+            state.waiter = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    })
+    .await;
+    assert!(
+        !world.state.borrow().panicked,
+        "a simulated call panicked; its message is above"
+    );
+    world.report(setup.duration, seed)
+}
+
+/// The dependency's answer to an attempt, as the attempt closure returns it.
+#[derive(Debug)]
+struct Failure;
+
+/// A call under the policy of `hop`, as its own task: a caller that gives up on it (its
+/// attempt was cut) does not stop it, as a server that does not watch for disconnects would
+/// not stop.
+fn spawn(world: &Rc<World>, hop: usize) -> JoinHandle<bool> {
+    let outstanding = Outstanding::new(world);
+    let call: Pin<Box<dyn Future<Output = bool>>> = Box::pin(call(Rc::clone(world), hop));
+    tokio::task::spawn_local(async move {
+        let _outstanding = outstanding;
+        call.await
+    })
+}
+
+async fn call(world: Rc<World>, hop: usize) -> bool {
+    let started = Instant::now();
+    world.with(|state| state.hops[hop].second(world.since(started)).calls += 1);
+    let report = world.policies[hop]
+        .run(&DefaultClassifier, |_| attempt(Rc::clone(&world), hop))
+        .await;
+    world.call_ended(hop, started, &report)
+}
+
+/// One attempt of `hop`: a request to the next hop, or the dependency serving it.
+async fn attempt(world: Rc<World>, hop: usize) -> Result<(), Failure> {
+    let now = Instant::now();
+    world.with(|state| {
+        let tally = &mut state.hops[hop];
+        tally.attempts += 1;
+        tally.second(world.since(now)).attempts += 1;
+    });
+    let ok = if hop + 1 < world.policies.len() {
+        // A panicked downstream call is reported when the run ends.
+        matches!(spawn(&world, hop + 1).await, Ok(true))
+    } else {
+        let (answer, _in_flight) = world.serve(now);
+        if !answer.latency.is_zero() {
+            tokio::time::sleep(answer.latency).await;
+        }
+        !answer.fails
+    };
+    world.with(|state| state.hops[hop].answered += 1);
+    if ok {
+        Ok(())
+    } else {
+        Err(Failure)
+    }
+}
+
+// ===== impl World =====
+
+/// The run's shared state; one thread, so a `RefCell`, never borrowed across an await.
+struct World {
+    origin: Instant,
+    policies: Vec<RetryPolicy>,
+    dependency: Dependency,
+    peers: u64,
+    state: RefCell<State>,
+}
+
+struct State {
+    rng: SplitMix64,
+    in_flight: u64,
+    hops: Vec<HopTally>,
+    latencies: Vec<Duration>,
+    outstanding: usize,
+    waiter: Option<Waker>,
+    panicked: bool,
+}
+
+#[derive(Default)]
+struct HopTally {
+    calls: u64,
+    succeeded: u64,
+    attempts: u64,
+    answered: u64,
+    budget_refusals: u64,
+    seconds: Vec<Second>,
+}
+
+impl HopTally {
+    fn second(&mut self, since_start: Duration) -> &mut Second {
+        let index = usize::try_from(since_start.as_secs()).unwrap_or(usize::MAX);
+        if self.seconds.len() <= index {
+            self.seconds.resize(index + 1, Second::default());
+        }
+        &mut self.seconds[index]
+    }
+}
+
+impl World {
+    fn new(policies: Vec<RetryPolicy>, setup: Setup<'_>, rng: SplitMix64) -> Self {
+        let hops = policies.iter().map(|_| HopTally::default()).collect();
+        Self {
+            origin: Instant::now(),
+            policies,
+            dependency: setup.dependency.clone(),
+            peers: u64::from(setup.load.get_peers()),
+            state: RefCell::new(State {
+                rng,
+                in_flight: 0,
+                hops,
+                latencies: Vec::new(),
+                outstanding: 0,
+                waiter: None,
+                panicked: false,
+            }),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.state.borrow_mut())
+    }
+
+    fn since(&self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.origin)
+    }
+
+    /// The dependency's answer to an attempt starting `now`, and the attempt's place in flight,
+    /// held until it is answered or cut.
+    fn serve(self: &Rc<Self>, now: Instant) -> (super::dependency::Answer, InFlight) {
+        let answer = self.with(|state| {
+            state.in_flight += 1;
+            let offered = state.in_flight.saturating_mul(self.peers);
+            self.dependency
+                .serve(self.since(now), offered, &mut state.rng)
+        });
+        (answer, InFlight(Rc::clone(self)))
+    }
+
+    fn call_ended(
+        &self,
+        hop: usize,
+        started: Instant,
+        report: &Report<Result<(), Failure>>,
+    ) -> bool {
+        let succeeded = report.stop == StopReason::Succeeded;
+        let now = Instant::now();
+        self.with(|state| {
+            if hop == 0 {
+                state.latencies.push(now.saturating_duration_since(started));
+            }
+            let tally = &mut state.hops[hop];
+            tally.calls += 1;
+            if succeeded {
+                tally.succeeded += 1;
+            } else {
+                tally.second(self.since(started)).failed += 1;
+            }
+            if report.stop == StopReason::BudgetExhausted {
+                tally.budget_refusals += 1;
+            }
+        });
+        succeeded
+    }
+
+    fn report(&self, duration: Duration, seed: u64) -> SimulationReport {
+        let mut state = self.state.borrow_mut();
+        let hops: Vec<HopReport> = state
+            .hops
+            .iter()
+            .map(|tally| HopReport {
+                calls: tally.calls,
+                succeeded: tally.succeeded,
+                attempts: tally.attempts,
+                attempts_cut: tally.attempts - tally.answered,
+                budget_refusals: tally.budget_refusals,
+                amplification: worst_second(
+                    tally.seconds.iter().map(|s| (s.calls, s.attempts)),
+                    duration,
+                )
+                .0,
+            })
+            .collect();
+        let caller = state
+            .hops
+            .first()
+            .map(|t| t.seconds.as_slice())
+            .unwrap_or_default();
+        let reaching = state
+            .hops
+            .last()
+            .map(|t| t.seconds.as_slice())
+            .unwrap_or_default();
+        let seconds = (0..caller.len().max(reaching.len()))
+            .map(|i| {
+                let top = caller.get(i).copied().unwrap_or_default();
+                Second {
+                    calls: top.calls,
+                    attempts: reaching.get(i).map_or(0, |s| s.attempts),
+                    failed: top.failed,
+                }
+            })
+            .collect();
+        let attempts_cut = hops.last().map_or(0, |h| h.attempts_cut);
+        SimulationReport::new(
+            seed,
+            duration,
+            hops,
+            attempts_cut,
+            seconds,
+            std::mem::take(&mut state.latencies),
+        )
+    }
+}
+
+/// An attempt being served by the dependency; cutting the attempt drops it.
+struct InFlight(Rc<World>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Ok(mut state) = self.0.state.try_borrow_mut() {
+            state.in_flight -= 1;
+        }
+    }
+}
+
+/// A spawned call the run must wait for, counted from the moment it is spawned.
+struct Outstanding(Rc<World>);
+
+impl Outstanding {
+    fn new(world: &Rc<World>) -> Self {
+        world.with(|state| state.outstanding += 1);
+        Self(Rc::clone(world))
+    }
+}
+
+impl Drop for Outstanding {
+    fn drop(&mut self) {
+        let Ok(mut state) = self.0.state.try_borrow_mut() else {
+            return;
+        };
+        state.outstanding -= 1;
+        state.panicked |= std::thread::panicking();
+        if state.outstanding == 0 {
+            if let Some(waiter) = state.waiter.take() {
+                waiter.wake();
+            }
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! The storm simulator: your policy against a modelled dependency on a virtual clock (SPEC S1,
+//! S2), measuring the load it puts on the dependency and the availability it buys.
+//!
+//! The policy runs on the **shipping** executor, [`RetryPolicy::run`], unchanged: the budget,
+//! the backoff, the measured attempt ceiling and the classifier are the real ones. Four things
+//! are fake: the clock (a paused current-thread tokio runtime, which jumps to the next timer
+//! whenever every task waits), the random source (seeded; the policy's jitter through
+//! [`jitter_seed`](crate::RetryPolicyBuilder::jitter_seed)), the [`Dependency`] and the
+//! [`Load`]. Nothing sleeps in real time, so five simulated minutes cost a few seconds.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use nresilience_core::simulate::{Dependency, Load, Simulation};
+//! use nresilience_core::{RetryBudget, RetryPolicy};
+//!
+//! let (ms, s) = (Duration::from_millis, Duration::from_secs);
+//! let api = RetryPolicy::builder().deadline(Some(s(10))).build()?;
+//! let slowing = Dependency::healthy(ms(20), ms(200)).brownout(s(5), 8.0, s(10));
+//! let run = |policy: &RetryPolicy| {
+//!     Simulation::policy(policy.clone())
+//!         .against(slowing.clone())
+//!         .under(Load::constant(100.0))
+//!         .for_duration(s(20))
+//!         .run(42)
+//! };
+//!
+//! let budgeted = run(&api)?;
+//! let unbudgeted = run(&api.reconfigure().budget(RetryBudget::None).build()?)?;
+//! // The same seed offers the same calls; only the policy differs.
+//! assert_eq!(budgeted.calls, unbudgeted.calls);
+//! assert!(budgeted.load_multiplier() <= unbudgeted.load_multiplier());
+//! // Deterministic: the same seed, the same report.
+//! assert_eq!(format!("{budgeted:?}"), format!("{:?}", run(&api)?));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # The model
+//!
+//! - **Load**: open loop; each call is its own task, arriving after a gap uniform in
+//!   `[0, 2 / rate)`, until the run's duration. Calls in flight then are allowed to finish.
+//! - **Attempts**: the attempt closure sleeps the latency the dependency drew and returns
+//!   `Ok(())` or an error the default classifier calls transient. An attempt the policy cuts
+//!   (its timeout or measured ceiling) is dropped, and stops occupying the dependency.
+//! - **Chains**: with [`Simulation::chain`], each policy's attempt is a request to the next
+//!   hop, served by a call under the next policy in a task of its own; a caller that gives up
+//!   does not cancel it (a server does not see its client leave).
+//! - **Time** moves in tokio's timer ticks, whole milliseconds: arrivals, latencies and
+//!   timeouts land on the next millisecond.
+//!
+//! # Determinism
+//!
+//! A seed fixes every draw: arrivals, latencies and jitter come from separate streams, so two
+//! runs that differ in one setting offer the same calls. The simulation starts the policy
+//! afresh (a full bucket, an empty latency window, its own limiter and breaker), so running it
+//! never touches the policy you pass in, and a policy that has served traffic simulates like a
+//! new one. The report is byte-identical for a seed on one build and platform, provided the
+//! attempt ceiling's refresh interval and window are whole milliseconds. (The latency window's
+//! bucket arithmetic uses the platform's `log2`, so another platform may differ.)
+
+mod dependency;
+mod engine;
+mod load;
+mod report;
+mod rng;
+
+use std::error::Error;
+use std::fmt;
+use std::time::Duration;
+
+pub use dependency::{Dependency, Tail};
+pub use load::Load;
+pub use report::{HopReport, Second, SimulationReport};
+
+use crate::RetryPolicy;
+
+/// A simulation being set up: a policy (or a chain of them), a dependency, a load and a
+/// duration. Every setter returns the simulation, so a half-built one can be cloned and varied.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Simulation {
+    policies: Vec<RetryPolicy>,
+    dependency: Option<Dependency>,
+    load: Option<Load>,
+    duration: Option<Duration>,
+}
+
+impl Simulation {
+    /// Simulates `policy` calling the dependency directly.
+    pub fn policy(policy: RetryPolicy) -> Self {
+        Self::chain([policy])
+    }
+
+    /// Simulates a chain of services: the load calls the first policy's service, each policy's
+    /// attempts are requests to the next service, and the last policy's reach the dependency.
+    /// Each policy is its own process (its own bucket and latency estimate).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use nresilience_core::simulate::{Dependency, Load, Simulation};
+    /// use nresilience_core::{RetryBudget, RetryPolicy};
+    ///
+    /// let s = Duration::from_secs;
+    /// let hop = RetryPolicy::builder().budget(RetryBudget::None).build()?;
+    /// let report = Simulation::chain([hop.clone(), hop.clone(), hop])
+    ///     .against(Dependency::healthy(Duration::from_millis(5), Duration::from_millis(5)).outage(s(1), s(1)))
+    ///     .under(Load::constant(50.0))
+    ///     .for_duration(s(3))
+    ///     .run(7)?;
+    /// assert_eq!(report.hops.len(), 3);
+    /// // Three layers of three attempts: up to 27 at the bottom for each failing call.
+    /// assert!(report.amplification > 9.0, "{report}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn chain(policies: impl IntoIterator<Item = RetryPolicy>) -> Self {
+        Self {
+            policies: policies.into_iter().collect(),
+            dependency: None,
+            load: None,
+            duration: None,
+        }
+    }
+
+    /// The dependency the (last) policy calls. Required.
+    pub fn against(mut self, dependency: Dependency) -> Self {
+        self.dependency = Some(dependency);
+        self
+    }
+
+    /// The load offered. Required.
+    pub fn under(mut self, load: Load) -> Self {
+        self.load = Some(load);
+        self
+    }
+
+    /// How long load is offered. Required, and longer than zero.
+    pub fn for_duration(mut self, duration: Duration) -> Self {
+        self.duration = Some(duration);
+        self
+    }
+
+    /// Runs the simulation on a thread of its own and reports what happened; the same seed
+    /// gives the same report. Callable from inside an async runtime.
+    pub fn run(&self, seed: u64) -> Result<SimulationReport, InvalidSimulation> {
+        if self.policies.is_empty() {
+            return Err(InvalidSimulation::new(
+                "a simulation needs at least one policy".to_owned(),
+            ));
+        }
+        let dependency = self.dependency.as_ref().ok_or_else(|| {
+            InvalidSimulation::new("the simulation has no dependency: call against()".to_owned())
+        })?;
+        let load = self.load.ok_or_else(|| {
+            InvalidSimulation::new("the simulation has no load: call under()".to_owned())
+        })?;
+        let duration = self.duration.filter(|d| !d.is_zero()).ok_or_else(|| {
+            InvalidSimulation::new(
+                "the simulation needs a duration longer than zero: call for_duration()".to_owned(),
+            )
+        })?;
+        dependency.validate()?;
+        load.validate()?;
+        engine::run(
+            engine::Setup {
+                policies: &self.policies,
+                dependency,
+                load,
+                duration,
+            },
+            seed,
+        )
+    }
+}
+
+/// A simulation that cannot run, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidSimulation {
+    reason: String,
+}
+
+impl InvalidSimulation {
+    fn new(reason: String) -> Self {
+        Self { reason }
+    }
+
+    /// Why the simulation cannot run.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+impl fmt::Display for InvalidSimulation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid simulation: {}", self.reason)
+    }
+}
+
+impl Error for InvalidSimulation {}

@@ -1,0 +1,243 @@
+//! The storm simulator (SPEC S1, S2): the shipping executor on a virtual clock.
+#![cfg(feature = "simulate")]
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use nresilience_core::simulate::{Dependency, Load, Simulation};
+use nresilience_core::{AttemptCeiling, BudgetOptions, RetryBudget, RetryPolicy};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn s(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// SPEC S1's policy: the defaults with a 10 s deadline.
+fn s1_policy(budget: bool, refresh: Duration) -> RetryPolicy {
+    let builder = RetryPolicy::builder()
+        .deadline(Some(s(10)))
+        .attempt_ceiling(Some(AttemptCeiling::default().refresh(refresh)));
+    let builder = if budget {
+        builder
+    } else {
+        builder.budget(RetryBudget::None)
+    };
+    builder.build().unwrap()
+}
+
+/// SPEC S1's scenario, shortened: the brownout's shape at a tenth of the length.
+fn short_storm(policy: RetryPolicy) -> Simulation {
+    Simulation::policy(policy)
+        .against(Dependency::healthy(ms(20), ms(200)).brownout(s(5), 8.0, s(10)))
+        .under(Load::constant(500.0))
+        .for_duration(s(30))
+}
+
+#[test]
+fn s2_the_same_seed_gives_a_byte_identical_report() {
+    for budget in [false, true] {
+        // The policy's own state counts from when it was built, in real time; the run must not
+        // depend on how long ago that was.
+        let simulation = short_storm(s1_policy(budget, s(1)));
+        let first = simulation.run(42).unwrap();
+        std::thread::sleep(ms(3));
+        let second = simulation.run(42).unwrap();
+        assert_eq!(format!("{first:?}"), format!("{second:?}"));
+        assert_eq!(first.to_string(), second.to_string());
+        assert_eq!(first.seconds, second.seconds);
+        assert_eq!(first, second);
+        let other = simulation.run(43).unwrap();
+        assert_ne!(first.seconds, other.seconds, "another seed, another run");
+    }
+}
+
+#[test]
+fn s2_a_used_policy_simulates_like_a_new_one_and_is_left_alone() {
+    // The simulation starts from the policy's settings, not its state: a drained bucket and a
+    // warm latency window of the caller's policy change nothing, and the run does not touch
+    // them.
+    let policy = s1_policy(true, s(1));
+    let fresh = short_storm(policy.clone()).run(5).unwrap();
+    let now = std::time::Instant::now();
+    let bucket = policy.bucket(now).unwrap();
+    while bucket.try_withdraw(now, nresilience_core::Criticality::Normal) {}
+    let used = short_storm(policy.clone()).run(5).unwrap();
+    assert_eq!(format!("{fresh:?}"), format!("{used:?}"));
+    assert_eq!(bucket.balance(now), 0.0);
+}
+
+#[tokio::test]
+async fn s2_runs_from_inside_an_async_runtime() {
+    let report = Simulation::policy(RetryPolicy::default())
+        .against(Dependency::healthy(ms(5), ms(50)))
+        .under(Load::constant(100.0))
+        .for_duration(s(2))
+        .run(1)
+        .unwrap();
+    assert!(report.calls > 150, "{report}");
+    assert_eq!(report.succeeded, report.calls);
+}
+
+#[test]
+fn s1_the_offered_load_is_the_rate_asked_for_and_the_same_under_any_policy() {
+    let off = short_storm(s1_policy(false, s(1))).run(42).unwrap();
+    let on = short_storm(s1_policy(true, s(1))).run(42).unwrap();
+    assert_eq!(off.calls, on.calls);
+    let expected = 500.0 * 30.0;
+    assert!(
+        (off.calls as f64 - expected).abs() < 0.02 * expected,
+        "{}",
+        off.calls
+    );
+    assert_eq!(off.seconds.iter().map(|s| s.calls).sum::<u64>(), off.calls);
+    assert_eq!(
+        off.seconds.iter().map(|s| s.attempts).sum::<u64>(),
+        off.attempts
+    );
+}
+
+#[test]
+fn s1_a_healthy_dependency_without_errors_is_almost_never_retried() {
+    let report = Simulation::policy(s1_policy(false, s(1)))
+        .against(Dependency::healthy(ms(20), ms(200)))
+        .under(Load::constant(200.0))
+        .for_duration(s(20))
+        .run(9)
+        .unwrap();
+    // Only the tail beyond the measured ceiling (3 × p95) is cut and retried.
+    assert!(report.load_multiplier() < 1.02, "{report}");
+    assert!(report.availability() > 0.999, "{report}");
+    let p50 = report.latency(0.5);
+    assert!(p50 >= ms(19) && p50 <= ms(23), "{report}");
+}
+
+#[test]
+fn s1_the_budget_bounds_the_brownout_storm() {
+    // The brownout meets a ceiling fitted to healthy latency, which cuts its attempts until
+    // the estimate follows the latency up: without a budget they are retried, with one the
+    // retries are held to 10 % of successes plus the floor.
+    let off = short_storm(s1_policy(false, s(1))).run(42).unwrap();
+    let on = short_storm(s1_policy(true, s(1))).run(42).unwrap();
+    assert!(off.attempts_cut > 0, "{off}");
+    assert!(on.budget_refusals > 0, "{on}");
+    assert_eq!(off.budget_refusals, 0);
+    assert!(off.load_multiplier() > on.load_multiplier(), "{off}\n{on}");
+    assert!(off.amplification > on.amplification, "{off}\n{on}");
+    assert!(
+        on.amplification < 1.5,
+        "the budget keeps the worst second near 1.1×: {on}"
+    );
+    assert!(off.availability() >= on.availability(), "{off}\n{on}");
+    // The worst second is in the brownout.
+    let worst = on.worst_second.unwrap();
+    assert!(worst >= s(5) && worst < s(15), "{on}");
+}
+
+#[test]
+fn s1_without_impairment_the_budget_changes_nothing() {
+    let run = |budget| {
+        Simulation::policy(s1_policy(budget, s(1)))
+            .against(Dependency::healthy(ms(20), ms(20)))
+            .under(Load::constant(100.0))
+            .for_duration(s(5))
+            .run(3)
+            .unwrap()
+    };
+    let (off, on) = (run(false), run(true));
+    assert_eq!(off.attempts, off.calls);
+    assert_eq!(on.attempts, on.calls);
+    assert_eq!(off.succeeded, on.succeeded);
+}
+
+#[test]
+fn s1_an_outage_is_retried_up_to_max_attempts_without_a_budget() {
+    let report = Simulation::policy(s1_policy(false, s(1)))
+        .against(Dependency::healthy(ms(10), ms(10)).outage(s(1), s(2)))
+        .under(Load::constant(100.0))
+        .for_duration(s(4))
+        .run(11)
+        .unwrap();
+    // Every call in the outage makes three attempts, each failing at once.
+    assert!(report.amplification > 2.9, "{report}");
+    let on = Simulation::policy(
+        RetryPolicy::builder()
+            .budget(RetryBudget::Automatic(
+                BudgetOptions::default().minimum_per_second(0.0),
+            ))
+            .build()
+            .unwrap(),
+    )
+    .against(Dependency::healthy(ms(10), ms(10)).outage(s(1), s(2)))
+    .under(Load::constant(100.0))
+    .for_duration(s(4))
+    .run(11)
+    .unwrap();
+    // With no floor and no successes, one banked token and then no retries at all.
+    assert!(on.amplification < 1.1, "{on}");
+    assert!(on.budget_refusals > 150, "{on}");
+}
+
+#[test]
+fn s1_capacity_sheds_past_three_times_and_peers_count_against_it() {
+    let run = |peers| {
+        Simulation::policy(s1_policy(false, s(1)))
+            .against(Dependency::healthy(ms(50), ms(50)).capacity(10))
+            .under(Load::constant(200.0).peers(peers))
+            .for_duration(s(5))
+            .run(2)
+            .unwrap()
+    };
+    // 200/s × 50 ms = 10 in flight: at capacity alone, shedding with ten peers.
+    let alone = run(1);
+    let crowded = run(10);
+    assert!(alone.availability() > 0.99, "{alone}");
+    assert!(crowded.availability() < 0.5, "{crowded}");
+    assert!(crowded.load_multiplier() > alone.load_multiplier());
+}
+
+#[test]
+fn s1_nested_policies_multiply_attempts_and_budgets_hold_each_layer() {
+    let run = |budget| {
+        Simulation::chain((0..3).map(|_| s1_policy(budget, s(1))))
+            .against(Dependency::healthy(ms(5), ms(5)).outage(s(2), s(2)))
+            .under(Load::constant(100.0))
+            .for_duration(s(6))
+            .run(4)
+            .unwrap()
+    };
+    let off = run(false);
+    let on = run(true);
+    assert_eq!(off.hops.len(), 3);
+    // 3 × 3 × 3 attempts at the bottom for a call that fails all the way down.
+    assert!(off.amplification > 20.0, "{off}");
+    assert!(off.amplification <= 27.0, "{off}");
+    assert!(on.amplification < off.amplification / 2.0, "{on}");
+    assert_eq!(off.hops[0].calls, off.calls);
+    assert_eq!(off.hops[2].attempts, off.attempts);
+}
+
+#[test]
+fn invalid_simulations_say_what_is_missing() {
+    let policy = RetryPolicy::default();
+    let error = Simulation::policy(policy.clone()).run(1).unwrap_err();
+    assert_eq!(
+        error.reason(),
+        "the simulation has no dependency: call against()"
+    );
+    let error = Simulation::policy(policy.clone())
+        .against(Dependency::healthy(ms(1), ms(1)))
+        .run(1)
+        .unwrap_err();
+    assert_eq!(error.reason(), "the simulation has no load: call under()");
+    let error = Simulation::policy(policy)
+        .against(Dependency::healthy(ms(1), ms(1)))
+        .under(Load::constant(-1.0))
+        .for_duration(s(1))
+        .run(1)
+        .unwrap_err();
+    assert!(error.to_string().starts_with("invalid simulation: load"));
+    assert!(Simulation::chain([]).run(1).is_err());
+}
