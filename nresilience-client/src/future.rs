@@ -56,7 +56,7 @@ impl Template {
 pin_project! {
     #[project = StateProj]
     enum State<F, B> {
-        // Buffering the request body, up to the cap, so that it can be sent again.
+        // Buffering the request body's ready frames, up to the cap, so it can be sent again.
         Collecting { body: Option<B>, buffered: Buffered },
         // Asking the breaker and limiter for the next attempt.
         Starting,
@@ -198,25 +198,30 @@ impl Buffered {
     }
 }
 
-/// Reads the body into `buffered` until it ends, fitting the cap (`false`: replayable), or
-/// outgrows it (`true`: the rest is still in `body`).
-fn poll_buffer<B>(
+/// Reads the frames of the body that are ready now into `buffered`: `false` when it ended
+/// within the cap (replayable), `true` when it outgrew the cap or is still producing (a
+/// stream), with the rest still in `body`.
+///
+/// A stream is never waited for: its next message may depend on the response, and holding
+/// it back until it ends would deadlock such a call or delay a slow upload.
+fn buffer_ready<B>(
     body: &mut B,
     buffered: &mut Buffered,
     cx: &mut Context<'_>,
-) -> Poll<Result<bool, B::Error>>
+) -> Result<bool, B::Error>
 where
     B: Body<Data = Bytes> + Unpin,
 {
     loop {
-        match ready!(Pin::new(&mut *body).poll_frame(cx)) {
-            None => return Poll::Ready(Ok(false)),
-            Some(Err(error)) => return Poll::Ready(Err(error)),
-            Some(Ok(frame)) => {
+        match Pin::new(&mut *body).poll_frame(cx) {
+            Poll::Ready(None) => return Ok(false),
+            Poll::Ready(Some(Err(error))) => return Err(error),
+            Poll::Ready(Some(Ok(frame))) => {
                 if !buffered.push(frame) {
-                    return Poll::Ready(Ok(true));
+                    return Ok(true);
                 }
             }
+            Poll::Pending => return Ok(true),
         }
     }
 }
@@ -262,7 +267,7 @@ where
                 let Some(reading) = body.as_mut() else {
                     unreachable!("the body is read until the state changes")
                 };
-                let outgrown = match ready!(poll_buffer(reading, buffered, cx)) {
+                let outgrown = match buffer_ready(reading, buffered, cx) {
                     Ok(outgrown) => outgrown,
                     Err(error) => {
                         this.state.set(State::Done);
@@ -281,8 +286,8 @@ where
                     unreachable!("a call that may retry has a template")
                 };
                 if outgrown {
-                    // Too large to replay: sent once, as read so far and then as it streams,
-                    // neither stamped nor reported as nested (N1).
+                    // Too large or still streaming: sent once, as read so far and then as it
+                    // streams, neither stamped nor reported as nested (N1).
                     this.call.single_attempt();
                     let prefix = buffered.frames;
                     let body = match rest {

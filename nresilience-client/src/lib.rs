@@ -6,8 +6,8 @@
 //!
 //! Responses and errors are classified as the table in [`classify`] says. Idempotent methods (GET, HEAD, PUT, DELETE, OPTIONS, TRACE) are retried; others only
 //! with [`RetryLayer::retry_non_idempotent`] or a [`Retryable`] extension, which wins both
-//! ways. A body is buffered for replay up to 64 KiB; a larger or streaming body is sent
-//! once. Exactly the requests that may be retried carry `x-nresilience-retrying: 1`, on
+//! ways. A body whose frames are all ready at once is buffered for replay up to 64 KiB; a
+//! larger body, or a stream still producing, is sent once. Exactly the requests that may be retried carry `x-nresilience-retrying: 1`, on
 //! every attempt. When the attempts run out on a retryable status, the last response is
 //! returned rather than an error.
 #![forbid(unsafe_code)]
@@ -16,8 +16,12 @@ mod body;
 pub mod classify;
 mod client;
 mod future;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 mod host_budgets;
 mod layer;
+#[cfg(feature = "reqwest")]
+pub mod reqwest;
 pub mod retry_after;
 mod telemetry;
 

@@ -1,0 +1,161 @@
+//! The gRPC retry middleware: `GrpcRetryLayer` and the `GrpcRetry` service.
+
+use std::fmt;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::Body;
+use nresilience_core::{Classify, RetryPolicy};
+use tower::{Layer, Service};
+
+use super::future::{into_status, ResponseFuture};
+use super::GrpcClassifier;
+use crate::body::{BoxError, RetryBody, TransportError};
+use crate::layer::{Retry, RetryLayer, DEFAULT_MAX_BUFFERED_BODY};
+
+/// A tower layer that retries gRPC calls under a [`RetryPolicy`], in front of a tonic
+/// `Channel` or any service of `http::Request<tonic::body::Body>` (SPEC H6, N2).
+///
+/// It is a [`RetryLayer`] that retries POSTs (every gRPC call is one), classifies with
+/// [`GrpcClassifier`], hands the inner service `tonic::body::Body` requests, and fails with
+/// a [`tonic::Status`]. A call whose request messages are all ready when it is made is
+/// buffered (up to [`max_buffered_body`](Self::max_buffered_body)), may be retried, and
+/// carries `x-nresilience-retrying: 1` on every attempt; a call still streaming is sent once.
+/// See the [module docs](super).
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct GrpcRetryLayer<C = GrpcClassifier> {
+    inner: RetryLayer<C>,
+    max_buffered_body: usize,
+}
+
+impl GrpcRetryLayer {
+    /// A layer retrying gRPC calls under `policy`, classifying them as SPEC H6 says.
+    pub fn new(policy: RetryPolicy) -> Self {
+        Self {
+            inner: RetryLayer::new(policy)
+                .retry_non_idempotent(true)
+                .classifier(GrpcClassifier),
+            max_buffered_body: DEFAULT_MAX_BUFFERED_BODY,
+        }
+    }
+}
+
+impl<C> GrpcRetryLayer<C> {
+    /// The largest encoded request buffered for replay; a larger one is sent once and not
+    /// stamped. Defaults to 64 KiB.
+    pub fn max_buffered_body(mut self, bytes: usize) -> Self {
+        self.inner = self.inner.max_buffered_body(bytes);
+        self.max_buffered_body = bytes;
+        self
+    }
+
+    /// Replaces the classifier of responses and errors (E1); it sees the response before
+    /// tonic decodes it, as [`GrpcClassifier`] does.
+    pub fn classifier<C2>(self, classifier: C2) -> GrpcRetryLayer<C2> {
+        GrpcRetryLayer {
+            inner: self.inner.classifier(classifier),
+            max_buffered_body: self.max_buffered_body,
+        }
+    }
+
+    /// The policy the layer retries under.
+    pub fn policy(&self) -> &RetryPolicy {
+        self.inner.policy()
+    }
+}
+
+impl<S, C: Clone> Layer<S> for GrpcRetryLayer<C> {
+    type Service = GrpcRetry<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        GrpcRetry {
+            inner: self.inner.layer(TonicBody(inner)),
+            max_buffered_body: self.max_buffered_body,
+        }
+    }
+}
+
+/// The retrying service [`GrpcRetryLayer`] wraps around a gRPC channel.
+#[derive(Clone)]
+pub struct GrpcRetry<S, C = GrpcClassifier> {
+    inner: Retry<TonicBody<S>, C>,
+    max_buffered_body: usize,
+}
+
+impl<S, C> GrpcRetry<S, C> {
+    /// The policy the service retries under.
+    pub fn policy(&self) -> &RetryPolicy {
+        self.inner.policy()
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner.get_ref().0
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner.get_mut().0
+    }
+
+    /// The wrapped service, by value.
+    pub fn into_inner(self) -> S {
+        self.inner.into_inner().0
+    }
+}
+
+impl<S: fmt::Debug, C> fmt::Debug for GrpcRetry<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GrpcRetry")
+            .field("inner", self.get_ref())
+            .field("policy", self.policy())
+            .field("max_buffered_body", &self.max_buffered_body)
+            .finish()
+    }
+}
+
+impl<S, C, B, ResB> Service<Request<B>> for GrpcRetry<S, C>
+where
+    S: Service<Request<tonic::body::Body>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    C: Classify<Result<Response<ResB>, TransportError>> + Clone,
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<ResB>;
+    type Error = tonic::Status;
+    type Future = ResponseFuture<S, C, B>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Service::<Request<RetryBody>>::poll_ready(&mut self.inner, cx).map_err(into_status)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        // The retry layer buffers the messages that are ready now; a call still streaming
+        // is sent once, unstamped (N1).
+        ResponseFuture::new(self.inner.call(request))
+    }
+}
+
+/// The wrapped channel, fed the retry layer's bodies as `tonic::body::Body`.
+#[derive(Clone, Debug)]
+pub(super) struct TonicBody<S>(S);
+
+impl<S> Service<Request<RetryBody>> for TonicBody<S>
+where
+    S: Service<Request<tonic::body::Body>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<RetryBody>) -> S::Future {
+        self.0.call(request.map(tonic::body::Body::new))
+    }
+}

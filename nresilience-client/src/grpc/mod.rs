@@ -1,0 +1,100 @@
+//! gRPC calls through tonic, retried under a policy and stamped with the nested-retry marker
+//! (SPEC H6, N2; feature `grpc`).
+//!
+//! One line, `ServiceBuilder::new().layer(grpc::layer(policy)).service(channel)`, puts the
+//! retry layer in front of a tonic `Channel`; the generated client (or
+//! `tonic::client::Grpc`) is then built on the wrapped channel as usual (see the
+//! [example](#example)).
+//!
+//! # What is retried
+//!
+//! Every gRPC call is a POST, so the layer retries POSTs (the [`RetryLayer`](crate::RetryLayer)
+//! opt-in); a [`Retryable`](crate::Retryable) extension on the `tonic::Request` still wins
+//! both ways. A call is classified from the response headers, before tonic decodes it:
+//!
+//! | response | verdict | retried? |
+//! |---|---|---|
+//! | `grpc-status: 14` `UNAVAILABLE`, `4` `DEADLINE_EXCEEDED` | `Transient { retry_after }` | yes, on the transient curve |
+//! | `grpc-status: 8` `RESOURCE_EXHAUSTED` | `Throttled { self_imposed: false, retry_after }` | yes, on the throttled curve, charged to the budget |
+//! | `grpc-status: 0` `OK` | `Success` | no |
+//! | any other `grpc-status`, or one that does not parse | `Permanent` | no |
+//! | `200` without `grpc-status` | `Success`: its status comes in the trailers | no |
+//! | `502`, `503`, `504` without `grpc-status` | `Transient` (the gRPC spec: `UNAVAILABLE`) | yes |
+//! | `429` without `grpc-status` | `Throttled`, as in H1 (the gRPC spec: `UNAVAILABLE`) | yes |
+//! | any other HTTP status without `grpc-status` | `Permanent` | no |
+//! | `Err(_)`: the connection failed, the stream was reset | `Transient` | yes |
+//!
+//! On a retryable code, `grpc-retry-pushback-ms` is the server's pushback: a non-negative
+//! integer is the delay before the retry, served verbatim (K13); a negative one means "do
+//! not retry" and makes the attempt `Permanent`; an unparseable one is ignored (logged at
+//! debug) and the curve applies. When the call stops on a gRPC answer, the caller gets that
+//! answer and tonic turns it into its `Status` (H4).
+//!
+//! # Why only the start of a stream
+//!
+//! A status known only from the trailers arrives after the response headers, when the
+//! response already belongs to the caller: like gRPC's own retries, the layer decides before
+//! the call is committed, so only trailers-only failures are retried. For the same reason
+//! only a request that is complete when the call is made is replayed: unary and
+//! server-streaming calls, and client streams whose messages are all ready. A stream that is
+//! still producing (a bidirectional chat, say) is sent once, unstamped, rather than held back
+//! until it ends; so is a request larger than 64 KiB encoded.
+//!
+//! # Failures
+//!
+//! The service fails with a [`tonic::Status`] whose source is the
+//! [`RetryError`](nresilience_core::RetryError): `DEADLINE_EXCEEDED` when the deadline or the
+//! attempt timeout stopped the call, `UNAVAILABLE` when the budget refused a retry, otherwise
+//! tonic's reading of the last error (a connection that could not be made is `UNAVAILABLE`).
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use http::{HeaderMap, HeaderValue, StatusCode};
+//! use nresilience_client::grpc::{self, classify_grpc};
+//! use nresilience_core::{RetryPolicy, Verdict};
+//! use tonic::transport::Endpoint;
+//! use tower::ServiceBuilder;
+//!
+//! # fn is_grpc_service<T: tonic::client::GrpcService<tonic::body::Body>>(_: &T) {}
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() {
+//!     let channel = Endpoint::from_static("http://127.0.0.1:50051").connect_lazy();
+//!     let channel = ServiceBuilder::new()
+//!         .layer(grpc::layer(RetryPolicy::default()))
+//!         .service(channel);
+//! #   is_grpc_service(&channel);
+//!     // What a generated client is built on, as `EchoClient::new(channel)` is.
+//!     let _client = tonic::client::Grpc::new(channel);
+//!
+//!     // A trailers-only RESOURCE_EXHAUSTED with pushback: retried after exactly 1.5 s.
+//!     let mut headers = HeaderMap::new();
+//!     headers.insert("grpc-status", HeaderValue::from_static("8"));
+//!     headers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("1500"));
+//!     let pushed_back = Verdict::Throttled {
+//!         self_imposed: false,
+//!         retry_after: Some(Duration::from_millis(1500)),
+//!     };
+//!     assert_eq!(classify_grpc(StatusCode::OK, &headers), pushed_back);
+//! }
+//! ```
+
+mod classify;
+mod future;
+mod layer;
+
+use nresilience_core::RetryPolicy;
+
+pub use classify::{classify_grpc, GrpcClassifier, PUSHBACK_HEADER};
+pub use future::ResponseFuture;
+pub use layer::{GrpcRetry, GrpcRetryLayer};
+
+/// The layer that retries gRPC calls under `policy`: [`GrpcRetryLayer::new`].
+///
+/// `ServiceBuilder::new().layer(nresilience_client::grpc::layer(policy)).service(channel)`
+/// wraps a tonic `Channel` for a generated client.
+pub fn layer(policy: RetryPolicy) -> GrpcRetryLayer {
+    GrpcRetryLayer::new(policy)
+}

@@ -1,0 +1,390 @@
+//! The retry middleware for [`reqwest_middleware`]: the same retries as
+//! [`RetryLayer`](crate::RetryLayer), for a reqwest client.
+//!
+//! One line adds it: `ClientBuilder::new(reqwest::Client::new()).with(RetryMiddleware::new(policy))`.
+//! It follows the tower layer rule for rule: responses and errors are classified as SPEC H1
+//! says ([`classify`](crate::classify)); idempotent methods are retried, others only with
+//! [`RetryMiddleware::retry_non_idempotent`] or a [`Retryable`] extension set with
+//! `RequestBuilder::with_extension`, which wins both ways (H3); exactly the requests that may
+//! be retried carry `x-nresilience-retrying: 1`, on every attempt (N1); a retrying call made
+//! inside a retrying context is reported once (N5); with the default `Automatic` budget each
+//! host has its own bucket (H5); when the attempts run out on a retryable status, the last
+//! response is returned rather than an error (H4).
+//!
+//! A request whose body is a stream (`reqwest::Request::try_clone` gives `None`) is sent once,
+//! unmarked, rather than refused.
+//!
+//! # Errors
+//!
+//! A call that ends without a response to return fails with
+//! `reqwest_middleware::Error::Middleware` wrapping a [`RetryError`] — why the call stopped,
+//! the attempts made, the last attempt's error, and, for a budget refusal, the
+//! [`CallRejected`](nresilience_core::CallRejected) hint. [`retry_error`] reads it back.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use nresilience_client::reqwest::{retry_error, RetryMiddleware};
+//! use nresilience_core::{RetryPolicy, StopReason};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+//!     .with(RetryMiddleware::new(RetryPolicy::default()))
+//!     .build();
+//! match client.get("http://127.0.0.1:8080/health").send().await {
+//!     Ok(response) => println!("{}", response.status()),
+//!     Err(error) => match retry_error(&error) {
+//!         Some(failed) if failed.reason() == StopReason::BudgetExhausted => {
+//!             println!("retry refused; come back in {:?}", failed.rejection());
+//!         }
+//!         _ => return Err(error.into()),
+//!     },
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use ::reqwest::header::HeaderValue;
+use ::reqwest::{Method, Request, Response, Url};
+use http::Extensions;
+use nresilience_core::call::{instant_after, now, Admission, Call, CallOptions, Decision};
+use nresilience_core::nesting::{self, NestingSource, MARKER_HEADER, MARKER_VALUE};
+use nresilience_core::{LastAttempt, RetryBudget, RetryError, RetryPolicy, StopReason, Verdict};
+use reqwest_middleware::{Middleware, Next};
+use tracing::{field, Instrument, Span};
+
+use crate::classify::{classify_status, is_retryable_status};
+use crate::host_budgets::{HostBudgets, DEFAULT_MAX_HOSTS};
+use crate::layer::Retryable;
+use crate::telemetry;
+
+/// The error a failed call carries inside `reqwest_middleware::Error::Middleware`.
+pub type Error = RetryError<reqwest_middleware::Error>;
+
+/// The [`RetryError`] inside an error returned through [`RetryMiddleware`], if it is one.
+///
+/// Every error of a call the middleware ran is one; an error from a middleware in front of
+/// it is not.
+pub fn retry_error(error: &reqwest_middleware::Error) -> Option<&Error> {
+    match error {
+        reqwest_middleware::Error::Middleware(error) => error.downcast_ref(),
+        reqwest_middleware::Error::Reqwest(_) => None,
+    }
+}
+
+/// A [`reqwest_middleware::Middleware`] that retries requests under a [`RetryPolicy`]
+/// (SPEC H1–H5, N1, N5).
+///
+/// Clones share the per-host buckets.
+#[derive(Clone)]
+#[must_use]
+pub struct RetryMiddleware {
+    policy: RetryPolicy,
+    budgets: Option<Arc<HostBudgets>>,
+    retry_non_idempotent: bool,
+}
+
+impl RetryMiddleware {
+    /// A middleware retrying under `policy`, classifying responses as SPEC H1 says.
+    pub fn new(policy: RetryPolicy) -> Self {
+        let budgets = match policy.budget() {
+            // The policy validated its options, so making the per-host table cannot fail.
+            budget @ RetryBudget::Automatic(_) => {
+                HostBudgets::new(budget.clone(), DEFAULT_MAX_HOSTS)
+                    .ok()
+                    .map(Arc::new)
+            }
+            _ => None,
+        };
+        Self {
+            policy,
+            budgets,
+            retry_non_idempotent: false,
+        }
+    }
+
+    /// Retries POST, PATCH and other non-idempotent methods too (H3); a [`Retryable`]
+    /// extension on a request still wins. Defaults to `false`.
+    pub fn retry_non_idempotent(mut self, retry: bool) -> Self {
+        self.retry_non_idempotent = retry;
+        self
+    }
+
+    /// The policy the middleware retries under.
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.policy
+    }
+}
+
+impl fmt::Debug for RetryMiddleware {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryMiddleware")
+            .field("policy", &self.policy)
+            .field("retry_non_idempotent", &self.retry_non_idempotent)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for RetryMiddleware {
+    async fn handle(
+        &self,
+        mut request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let opted = match extensions.get::<Retryable>() {
+            Some(Retryable(choice)) => *choice,
+            None => self.retry_non_idempotent || is_idempotent(request.method()),
+        };
+        // Stamped on the first attempt too: by the time a retry goes out, the amplification
+        // has already happened (N1). Never stamped twice; unstamped again if the body proves
+        // to be a stream, which is sent once.
+        let mut template = None;
+        if opted && self.policy.may_retry() {
+            let stamped = !request.headers().contains_key(MARKER_HEADER);
+            if stamped {
+                request
+                    .headers_mut()
+                    .insert(MARKER_HEADER, HeaderValue::from_static(MARKER_VALUE));
+            }
+            template = request.try_clone();
+            if template.is_none() && stamped {
+                request.headers_mut().remove(MARKER_HEADER);
+            }
+        }
+
+        let started = now();
+        let target = authority(request.url());
+        let bucket = match &self.budgets {
+            Some(budgets) => budgets.bucket_for(target, started),
+            None => self.policy.bucket(started).cloned(),
+        };
+        let options = CallOptions::new()
+            .may_retry(template.is_some())
+            .target(target)
+            .method(request.method().as_str());
+        // Started outside the retrying scope: the call reads whether it is nested itself.
+        let call = Call::start(&self.policy, started, options.bucket(bucket));
+        let span = call.span().clone();
+        let attempts = Attempts {
+            call,
+            first: Some(request),
+            template,
+            extensions,
+            next,
+        };
+        let output = if attempts.call.may_retry() {
+            // The whole retrying call is a retrying context: a retrying call made while
+            // serving it is nested (N5).
+            nesting::scope(NestingSource::InProcess, attempts.run())
+                .instrument(span)
+                .await
+        } else {
+            attempts.run().instrument(span).await
+        };
+        output.map_err(|error| reqwest_middleware::Error::Middleware(anyhow::Error::new(error)))
+    }
+}
+
+/// Whether a method may be retried without the caller's say-so (H3).
+fn is_idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS | Method::TRACE
+    )
+}
+
+/// `host[:port]` of `url`, without user information; the port only when it is not the
+/// scheme's default, which the URL parser has already dropped.
+fn authority(url: &Url) -> &str {
+    // User information has any `@` of its own percent-encoded: the last one ends it.
+    let authority = url.authority();
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host)
+}
+
+// ===== impl Attempts =====
+
+/// One call's attempts: the request of the first, and what a retry is cloned from.
+struct Attempts<'a, 'e> {
+    call: Call,
+    first: Option<Request>,
+    template: Option<Request>,
+    extensions: &'e mut Extensions,
+    next: Next<'a>,
+}
+
+impl Attempts<'_, '_> {
+    async fn run(mut self) -> Result<Response, Error> {
+        let call = &mut self.call;
+        let mut last = LastAttempt::Rejected;
+        loop {
+            let at = now();
+            let (decision, result) = match call.begin_attempt(at) {
+                Admission::Refused { verdict } => {
+                    last = LastAttempt::Refused;
+                    (call.end_attempt(verdict, at), None)
+                }
+                Admission::Run { timeout } => {
+                    let request = match self.first.take() {
+                        Some(request) => request,
+                        None => match self.template.as_ref().and_then(Request::try_clone) {
+                            Some(request) => request,
+                            None => unreachable!("a call without a template makes one attempt"),
+                        },
+                    };
+                    let (span, request) = attempt_span(call, request);
+                    let attempt = self
+                        .next
+                        .clone()
+                        .run(request, self.extensions)
+                        .instrument(span.clone());
+                    let result = match timeout {
+                        Some(timeout) => tokio::time::timeout(timeout, attempt).await.ok(),
+                        None => Some(attempt.await),
+                    };
+                    let at = now();
+                    match result {
+                        Some(result) => {
+                            let verdict = classify(&result);
+                            record_result(&span, &result, verdict);
+                            (call.end_attempt(verdict, at), Some(result))
+                        }
+                        None => {
+                            telemetry::record_timeout(&span);
+                            last = LastAttempt::TimedOut;
+                            (call.end_attempt(Verdict::TRANSIENT, at), None)
+                        }
+                    }
+                }
+            };
+            let attempts = call.attempts();
+            match decision {
+                Decision::Stop(reason) => {
+                    return match result {
+                        // The caller gets the last answer, not an error, when it was not a
+                        // success only by our classification (H4).
+                        Some(Ok(response))
+                            if matches!(
+                                reason,
+                                StopReason::Succeeded
+                                    | StopReason::AttemptsExhausted
+                                    | StopReason::Permanent
+                            ) =>
+                        {
+                            Ok(response)
+                        }
+                        Some(Ok(_)) => Err(RetryError::new(
+                            reason,
+                            attempts,
+                            LastAttempt::Rejected,
+                            None,
+                        )),
+                        Some(Err(error)) => Err(RetryError::new(
+                            reason,
+                            attempts,
+                            LastAttempt::Error(error),
+                            None,
+                        )),
+                        None => Err(RetryError::new(reason, attempts, last, None)),
+                    };
+                }
+                Decision::Retry(delay) | Decision::Reject(delay) => {
+                    // A retried attempt's response is dropped unread: its connection is
+                    // closed rather than returned half-read to the pool.
+                    if let Some(result) = result {
+                        last = match result {
+                            Ok(_) => LastAttempt::Rejected,
+                            Err(error) => LastAttempt::Error(error),
+                        };
+                    }
+                    tokio::time::sleep_until(instant_after(at, delay)).await;
+                    if matches!(decision, Decision::Reject(_)) {
+                        let rejected = call.reject(now());
+                        return Err(RetryError::new(
+                            StopReason::BudgetExhausted,
+                            attempts,
+                            last,
+                            Some(rejected),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The verdict on an attempt (SPEC H1): a response by its status, an error by what it is.
+///
+/// A request reqwest could not build and a redirect loop are `Permanent`: sending it again
+/// cannot fix them. Every other error — connect, I/O, timeout, or an error from a middleware
+/// behind this one — is transient, as in the tower layer.
+fn classify(result: &reqwest_middleware::Result<Response>) -> Verdict {
+    match result {
+        // The wall clock is read only for a retryable status, never on the success path.
+        Ok(response) if is_retryable_status(response.status()) => {
+            classify_status(response.status(), response.headers(), SystemTime::now())
+        }
+        Ok(_) => Verdict::Success,
+        Err(reqwest_middleware::Error::Reqwest(error))
+            if error.is_builder() || error.is_redirect() =>
+        {
+            Verdict::Permanent
+        }
+        Err(_) => Verdict::TRANSIENT,
+    }
+}
+
+// ===== telemetry =====
+
+/// The span of one attempt, after the OpenTelemetry HTTP conventions, and the request with
+/// its trace context (N6).
+fn attempt_span(call: &Call, mut request: Request) -> (Span, Request) {
+    let url = request.url();
+    let method = request.method().as_str();
+    let span = tracing::info_span!(
+        parent: call.span(),
+        "HTTP",
+        otel.name = method,
+        otel.kind = "client",
+        otel.status_code = field::Empty,
+        http.request.method = method,
+        server.address = url.host_str(),
+        server.port = url.port_or_known_default(),
+        url.full = url.as_str(),
+        http.request.resend_count = field::Empty,
+        http.response.status_code = field::Empty,
+        error.type = field::Empty,
+    );
+    let attempt = call.attempts();
+    if attempt > 1 {
+        span.record("http.request.resend_count", attempt - 1);
+    }
+    telemetry::inject_context(&span, request.headers_mut());
+    (span, request)
+}
+
+fn record_result(span: &Span, result: &reqwest_middleware::Result<Response>, verdict: Verdict) {
+    match result {
+        Ok(response) => {
+            let status = response.status();
+            span.record("http.response.status_code", status.as_u16());
+            if status.is_server_error() {
+                span.record("error.type", status.as_str());
+                span.record("otel.status_code", "ERROR");
+            }
+        }
+        Err(_) => {
+            span.record("error.type", "request_error");
+            span.record("otel.status_code", "ERROR");
+        }
+    }
+    if verdict.is_retryable() {
+        tracing::debug!(parent: span, verdict = verdict.as_str(), "attempt failed");
+    }
+}

@@ -1,0 +1,427 @@
+//! gRPC calls through `grpc::layer` in front of a tonic `Channel`, against a real tonic server
+//! on loopback (SPEC H6, N2, K13).
+//!
+//! The server is a hand-built service (no protoc) over a codec of raw bytes, on its own
+//! runtime in real time; the client runs on a paused clock with no attempt timeout or
+//! deadline, so the only timers are the delays under test and virtual time measures them
+//! exactly. Tests that need a real timer run in real time.
+
+#![cfg(feature = "grpc")]
+#![allow(clippy::unwrap_used)]
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes};
+use http::uri::PathAndQuery;
+use nresilience_client::grpc::{self, GrpcRetry};
+use nresilience_client::{TransportError, MARKER_HEADER};
+use nresilience_core::{
+    Backoff, BudgetOptions, Jitter, RetryBudget, RetryError, RetryPolicy, RetryPolicyBuilder,
+    StopReason,
+};
+use tokio::time::Instant;
+use tonic::body::Body;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder, Streaming};
+use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataMap;
+use tonic::server::NamedService;
+use tonic::service::Routes;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Channel, Endpoint, Server};
+use tonic::{Code, Request, Response, Status};
+use tower::ServiceBuilder;
+
+// ===== a codec of raw bytes =====
+
+/// gRPC messages as raw bytes: no protobuf, no codegen.
+#[derive(Clone, Copy, Debug, Default)]
+struct RawCodec;
+
+#[derive(Debug)]
+struct RawEncoder;
+
+#[derive(Debug)]
+struct RawDecoder;
+
+impl Codec for RawCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = RawEncoder;
+    type Decoder = RawDecoder;
+
+    fn encoder(&mut self) -> RawEncoder {
+        RawEncoder
+    }
+
+    fn decoder(&mut self) -> RawDecoder {
+        RawDecoder
+    }
+}
+
+impl Encoder for RawEncoder {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl Decoder for RawDecoder {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+// ===== the server =====
+
+/// A scripted failure: its code and an optional `grpc-retry-pushback-ms`.
+type Answer = (Code, Option<&'static str>);
+
+/// What the server answers, one scripted failure per call, then OK; and what it saw.
+#[derive(Clone, Default)]
+struct Script {
+    answers: Arc<Mutex<VecDeque<Answer>>>,
+    markers: Arc<Mutex<Vec<Vec<String>>>>,
+}
+
+impl Script {
+    /// The marker metadata values of every call, in order.
+    fn markers(&self) -> Vec<Vec<String>> {
+        self.markers.lock().unwrap().clone()
+    }
+
+    fn answer(&self, metadata: &MetadataMap) -> Result<(), Status> {
+        let markers = metadata
+            .get_all(MARKER_HEADER)
+            .iter()
+            .map(|value| value.to_str().unwrap_or("?").to_owned())
+            .collect();
+        self.markers.lock().unwrap().push(markers);
+        let next = self.answers.lock().unwrap().pop_front();
+        match next {
+            None => Ok(()),
+            Some((code, pushback)) => {
+                let mut metadata = MetadataMap::new();
+                if let Some(pushback) = pushback {
+                    metadata.insert(grpc::PUSHBACK_HEADER, pushback.parse().unwrap());
+                }
+                Err(Status::with_metadata(code, "scripted", metadata))
+            }
+        }
+    }
+}
+
+/// `nresilience.test.Echo`: unary `Say` and bidirectional `Chat` echo what they are sent.
+#[derive(Clone)]
+struct Echo(Script);
+
+impl NamedService for Echo {
+    const NAME: &'static str = "nresilience.test.Echo";
+}
+
+impl tower::Service<http::Request<Body>> for Echo {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let script = self.0.clone();
+        Box::pin(async move {
+            let mut server = tonic::server::Grpc::new(RawCodec);
+            let response = match request.uri().path() {
+                "/nresilience.test.Echo/Say" => {
+                    let say = tower::service_fn(move |request: Request<Bytes>| {
+                        let answer = script.answer(request.metadata());
+                        async move { answer.map(|()| Response::new(request.into_inner())) }
+                    });
+                    server.unary(say, request).await
+                }
+                "/nresilience.test.Echo/Chat" => {
+                    let chat = tower::service_fn(move |request: Request<Streaming<Bytes>>| {
+                        let answer = script.answer(request.metadata());
+                        async move { answer.map(|()| Response::new(request.into_inner())) }
+                    });
+                    server.streaming(chat, request).await
+                }
+                _ => Status::unimplemented("no such method").into_http(),
+            };
+            Ok(response)
+        })
+    }
+}
+
+/// Starts a server answering `answers` in order (then OK) on its own real-time runtime.
+fn server(answers: &[Answer]) -> (SocketAddr, Script) {
+    let script = Script::default();
+    script
+        .answers
+        .lock()
+        .unwrap()
+        .extend(answers.iter().copied());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let echo = Echo(script.clone());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            Server::builder()
+                .add_routes(Routes::new(echo))
+                .serve_with_incoming(TcpIncoming::from(listener))
+                .await
+                .unwrap();
+        });
+    });
+    (addr, script)
+}
+
+// ===== the client =====
+
+fn policy() -> RetryPolicyBuilder {
+    RetryPolicy::builder()
+        .attempt_timeout(None)
+        .deadline(None)
+        .attempt_ceiling(None)
+        .backoff(Backoff::default().with_jitter(Jitter::None))
+}
+
+/// A channel to `addr` with the retry layer in front: the one line a user writes.
+fn channel(addr: SocketAddr, policy: RetryPolicyBuilder) -> GrpcRetry<Channel> {
+    let channel = Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_lazy();
+    ServiceBuilder::new()
+        .layer(grpc::layer(policy.build().unwrap()))
+        .service(channel)
+}
+
+async fn say(channel: GrpcRetry<Channel>, message: Bytes) -> Result<Response<Bytes>, Status> {
+    let mut client = tonic::client::Grpc::new(channel);
+    client.ready().await?;
+    let path = PathAndQuery::from_static("/nresilience.test.Echo/Say");
+    client.unary(Request::new(message), path, RawCodec).await
+}
+
+fn hello() -> Bytes {
+    Bytes::from_static(b"hello")
+}
+
+/// The retry error a failed call's status carries as its source.
+fn retry_error(status: &Status) -> &RetryError<TransportError> {
+    std::error::Error::source(status)
+        .and_then(|source| source.downcast_ref())
+        .unwrap()
+}
+
+// ===== the tests =====
+
+#[test]
+fn n2_the_wrapped_channel_is_a_send_grpc_service_for_generated_clients() {
+    fn generated_client_accepts<T>()
+    where
+        T: tonic::client::GrpcService<Body> + Clone + Send + 'static,
+        T::Future: Send,
+        T::ResponseBody: http_body::Body<Data = Bytes> + Send + 'static,
+    {
+    }
+    generated_client_accepts::<GrpcRetry<Channel>>();
+}
+
+#[tokio::test(start_paused = true)]
+async fn n2_grpc_calls_carry_the_marker_metadata() {
+    let (addr, script) = server(&[]);
+    let response = say(channel(addr, policy()), hello()).await.unwrap();
+    assert_eq!(response.into_inner(), "hello");
+    assert_eq!(script.markers(), vec![vec!["1".to_owned()]]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn n2_h6_unavailable_twice_then_ok_succeeds_on_the_third_attempt_marked_each_time() {
+    let (addr, script) = server(&[(Code::Unavailable, None), (Code::Unavailable, None)]);
+    let response = say(channel(addr, policy()), hello()).await.unwrap();
+    assert_eq!(response.into_inner(), "hello", "the message was replayed");
+    assert_eq!(script.markers(), vec![vec!["1".to_owned()]; 3]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn h6_deadline_exceeded_from_the_server_is_retried() {
+    let (addr, script) = server(&[(Code::DeadlineExceeded, None)]);
+    let start = Instant::now();
+    say(channel(addr, policy()), hello()).await.unwrap();
+    assert_eq!(script.markers().len(), 2);
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(100),
+        "transient base"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn h4_h6_attempts_exhausted_on_unavailable_return_the_servers_status() {
+    let (addr, script) = server(&[(Code::Unavailable, None); 3]);
+    let status = say(channel(addr, policy()), hello()).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(status.message(), "scripted", "the server's own answer");
+    assert_eq!(script.markers().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn k13_h6_resource_exhausted_pushback_is_waited_exactly() {
+    let (addr, script) = server(&[(Code::ResourceExhausted, Some("1500"))]);
+    let start = Instant::now();
+    let response = say(channel(addr, policy()), hello()).await.unwrap();
+    assert_eq!(response.into_inner(), "hello");
+    assert_eq!(start.elapsed(), Duration::from_millis(1500));
+    assert_eq!(script.markers().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn h6_resource_exhausted_without_pushback_waits_on_the_throttled_curve() {
+    let (addr, script) = server(&[(Code::ResourceExhausted, None)]);
+    let start = Instant::now();
+    say(channel(addr, policy()), hello()).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(1), "throttled base");
+    assert_eq!(script.markers().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn h6_negative_pushback_is_not_retried() {
+    let (addr, script) = server(&[(Code::Unavailable, Some("-1"))]);
+    let status = say(channel(addr, policy()), hello()).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(script.markers().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn h6_garbage_pushback_is_ignored_and_the_curve_applies() {
+    let (addr, script) = server(&[(Code::Unavailable, Some("soon"))]);
+    let start = Instant::now();
+    say(channel(addr, policy()), hello()).await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(100),
+        "transient base"
+    );
+    assert_eq!(script.markers().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn h6_invalid_argument_is_permanent_one_attempt() {
+    let (addr, script) = server(&[(Code::InvalidArgument, None)]);
+    let status = say(channel(addr, policy()), hello()).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(status.message(), "scripted");
+    assert_eq!(script.markers().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn n1_n2_a_message_too_large_to_buffer_is_sent_once_unmarked() {
+    let (addr, script) = server(&[(Code::Unavailable, None)]);
+    let large = Bytes::from(vec![7; 70 * 1024]);
+    let status = say(channel(addr, policy()), large).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(script.markers(), vec![Vec::<String>::new()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn n1_n2_a_policy_of_one_attempt_does_not_stamp() {
+    let (addr, script) = server(&[(Code::Unavailable, None)]);
+    let status = say(channel(addr, policy().max_attempts(1)), hello())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(script.markers(), vec![Vec::<String>::new()]);
+}
+
+/// In real time: a stream the layer waited on would hang, and the timeout says so.
+#[tokio::test]
+async fn n1_n2_a_stream_still_producing_is_sent_once_unmarked_not_held_back() {
+    let (addr, script) = server(&[]);
+    let (messages, outbox) = tokio::sync::mpsc::channel(4);
+    messages.send(Bytes::from_static(b"one")).await.unwrap();
+    let chat = async move {
+        let mut client = tonic::client::Grpc::new(channel(addr, policy()));
+        client.ready().await.unwrap();
+        let path = PathAndQuery::from_static("/nresilience.test.Echo/Chat");
+        let request = Request::new(ReceiverStream::new(outbox));
+        let mut replies = client
+            .streaming(request, path, RawCodec)
+            .await
+            .unwrap()
+            .into_inner();
+        // Each message waits on the reply to the one before.
+        assert_eq!(replies.message().await.unwrap().unwrap(), "one");
+        messages.send(Bytes::from_static(b"two")).await.unwrap();
+        assert_eq!(replies.message().await.unwrap().unwrap(), "two");
+        drop(messages);
+        assert_eq!(replies.message().await.unwrap(), None);
+    };
+    tokio::time::timeout(Duration::from_secs(10), chat)
+        .await
+        .expect("the stream was not held back");
+    assert_eq!(script.markers(), vec![Vec::<String>::new()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn b7_a_budget_refusal_is_unavailable_with_the_retry_error_as_source() {
+    let (addr, script) = server(&[(Code::Unavailable, None); 3]);
+    let options = BudgetOptions::default()
+        .minimum_per_second(0.0)
+        .capacity(1.0);
+    let policy = policy()
+        .backoff(Backoff::none())
+        .budget(RetryBudget::automatic().with_options(options));
+    let status = say(channel(addr, policy), hello()).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    let error = retry_error(&status);
+    assert_eq!(error.reason(), StopReason::BudgetExhausted);
+    assert_eq!(error.attempts(), 2, "one token, one retry");
+    assert_eq!(script.markers().len(), 2);
+}
+
+/// In real time: the deadline is a real timer.
+#[tokio::test]
+async fn k14_pushback_past_the_deadline_stops_at_once_with_deadline_exceeded() {
+    let (addr, script) = server(&[(Code::ResourceExhausted, Some("5000"))]);
+    let start = std::time::Instant::now();
+    let policy = policy().deadline(Some(Duration::from_secs(2)));
+    let status = say(channel(addr, policy), hello()).await.unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(1), "no sleep");
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    assert_eq!(retry_error(&status).reason(), StopReason::DeadlineExceeded);
+    assert_eq!(script.markers().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn h6_an_unreachable_server_is_retried_then_unavailable() {
+    // A port nobody listens on: bind, read the address, close.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let status = say(channel(addr, policy()), hello()).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    let error = retry_error(&status);
+    assert_eq!(error.reason(), StopReason::AttemptsExhausted);
+    assert_eq!(error.attempts(), 3);
+}
