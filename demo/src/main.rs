@@ -1,5 +1,83 @@
-//! The nresilience demo: a frontend -> backend -> db chain.
+//! The nresilience demo: a frontend → backend → db chain on loopback.
+//!
+//! `demo` with no arguments runs the whole chain in one process for 20 s with a fault window
+//! in db, printing a line a second and a summary. `demo frontend|backend|db` runs one hop
+//! as its own process.
 
-fn main() {
-    println!("nresilience demo: the frontend -> backend -> db chain is not built yet");
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+mod simulate;
+
+use clap::{Parser, Subcommand};
+use demo::chain::{self, ChainArgs, Hop, Result, Stats};
+use demo::telemetry;
+
+#[derive(Debug, Parser)]
+#[command(about = "The frontend → backend → db chain that shows nresilience at work")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    chain: ChainArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs the db hop alone.
+    Db(HopArgs),
+    /// Runs the backend hop alone, calling `--upstream` (a db).
+    Backend(HopArgs),
+    /// Runs the frontend hop alone, calling `--upstream` (a backend).
+    Frontend(HopArgs),
+    /// Simulates the seed's retry storm in virtual time, budget off and on (SPEC S1).
+    Simulate(simulate::Args),
+}
+
+#[derive(Debug, clap::Args)]
+struct HopArgs {
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// The next hop's URL (backend and frontend).
+    #[arg(long)]
+    upstream: Option<String>,
+    #[command(flatten)]
+    chain: ChainArgs,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let stats = Arc::new(Stats::new());
+    match cli.command {
+        None => {
+            let _telemetry = telemetry::init("demo", Arc::clone(&stats))?;
+            chain::run(&cli.chain, stats).await?;
+        }
+        Some(Command::Db(args)) => serve_hop(Hop::Db, args, stats).await?,
+        Some(Command::Backend(args)) => serve_hop(Hop::Backend, args, stats).await?,
+        Some(Command::Frontend(args)) => serve_hop(Hop::Frontend, args, stats).await?,
+        Some(Command::Simulate(args)) => simulate::main(&args)?,
+    }
+    Ok(())
+}
+
+/// Serves one hop until interrupted.
+async fn serve_hop(hop: Hop, args: HopArgs, stats: Arc<Stats>) -> Result<()> {
+    let _telemetry = telemetry::init(hop.name(), Arc::clone(&stats))?;
+    let app = match hop {
+        Hop::Db => chain::db_app(Arc::clone(&stats), args.chain.faults()),
+        Hop::Backend | Hop::Frontend => {
+            let upstream = args
+                .upstream
+                .ok_or_else(|| format!("{} needs --upstream URL", hop.name()))?;
+            let client = chain::hop_client(hop, args.chain.attempts, args.chain.budget)?;
+            chain::hop_app(hop, Arc::clone(&stats), client, upstream)
+        }
+    };
+    let addr = chain::serve(app, args.listen).await?;
+    println!("{} listening on http://{addr}/", hop.name());
+    tokio::signal::ctrl_c().await?;
+    Ok(())
 }

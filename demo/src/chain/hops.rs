@@ -1,0 +1,142 @@
+//! The three hops as axum apps: each `fn …_app(..) -> Router` can be driven without sockets.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use http_body_util::BodyExt;
+use nresilience_axum::NestedRetryLayer;
+use nresilience_client::Client;
+use nresilience_core::StopReason;
+use opentelemetry_http::HeaderExtractor;
+use rand::Rng;
+use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use super::stats::{Hop, Stats};
+
+/// The db's fault window: from `start` for `length`, answers `slowdown` times slower and
+/// fails a share `error_rate` of requests with 503.
+#[derive(Debug, Clone, Copy)]
+pub struct Faults {
+    /// When the window opens, from the db's start.
+    pub start: Duration,
+    /// How long it stays open.
+    pub length: Duration,
+    /// The share of requests failed with 503 inside the window, 0 to 1.
+    pub error_rate: f64,
+    /// How many times slower the db answers inside the window.
+    pub slowdown: f64,
+    /// The db's healthy latency.
+    pub latency: Duration,
+}
+
+impl Faults {
+    fn active(&self, since_start: Duration) -> bool {
+        since_start >= self.start && since_start < self.start + self.length
+    }
+}
+
+#[derive(Clone)]
+struct DbState {
+    stats: Arc<Stats>,
+    faults: Faults,
+    started: Instant,
+}
+
+/// The db: answers after its latency, or fails inside the fault window.
+pub fn db_app(stats: Arc<Stats>, faults: Faults) -> Router {
+    let state = DbState {
+        stats,
+        faults,
+        started: Instant::now(),
+    };
+    let app = Router::new().route("/", get(db_query)).with_state(state);
+    serve_layers(app, Hop::Db)
+}
+
+async fn db_query(State(db): State<DbState>) -> Response {
+    db.stats.received(Hop::Db);
+    let faults = db.faults;
+    let faulty = faults.active(db.started.elapsed());
+    let latency = if faulty {
+        faults.latency.mul_f64(faults.slowdown)
+    } else {
+        faults.latency
+    };
+    tokio::time::sleep(latency).await;
+    if faulty && rand::rng().random_bool(faults.error_rate.clamp(0.0, 1.0)) {
+        StatusCode::SERVICE_UNAVAILABLE.into_response()
+    } else {
+        "row".into_response()
+    }
+}
+
+#[derive(Clone)]
+struct HopState {
+    hop: Hop,
+    stats: Arc<Stats>,
+    client: Client,
+    upstream: String,
+}
+
+/// A hop that answers by calling `upstream` with its own retrying client.
+pub fn hop_app(hop: Hop, stats: Arc<Stats>, client: Client, upstream: String) -> Router {
+    let state = HopState {
+        hop,
+        stats,
+        client,
+        upstream,
+    };
+    let app = Router::new().route("/", get(forward)).with_state(state);
+    serve_layers(app, hop)
+}
+
+async fn forward(State(state): State<HopState>) -> Response {
+    state.stats.received(state.hop);
+    match state.client.get(state.upstream.as_str()).await {
+        Ok(response) => {
+            let status = response.status();
+            // Read the answer through so the connection goes back to the pool.
+            let _ = response.into_body().collect().await;
+            status.into_response()
+        }
+        Err(error) => {
+            if error.reason() == StopReason::BudgetExhausted {
+                state.stats.refused(state.hop);
+                StatusCode::SERVICE_UNAVAILABLE.into_response()
+            } else {
+                (StatusCode::BAD_GATEWAY, error.to_string()).into_response()
+            }
+        }
+    }
+}
+
+/// The layers every hop serves with: the nested-retry marker, outermost so everything that
+/// calls out runs inside it, and a server span continuing the caller's trace.
+fn serve_layers(app: Router, hop: Hop) -> Router {
+    app.layer(axum::middleware::from_fn_with_state(hop, continue_trace))
+        .layer(NestedRetryLayer::new())
+}
+
+/// A server span per request whose parent is the caller's W3C trace context (N6).
+async fn continue_trace(State(hop): State<Hop>, request: Request, next: Next) -> Response {
+    let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
+        propagator.extract(&HeaderExtractor(request.headers()))
+    });
+    let span = tracing::info_span!(
+        "request",
+        otel.name = %format_args!("{} {}", request.method(), request.uri().path()),
+        otel.kind = "server",
+        service.name = hop.name(),
+        http.request.method = %request.method(),
+        url.path = request.uri().path(),
+    );
+    let _ = span.set_parent(parent);
+    next.run(request).instrument(span).await
+}

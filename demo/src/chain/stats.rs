@@ -1,0 +1,180 @@
+//! What the chain counts: requests at each hop per second, calls, refusals, nested retries.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// The three hops, top to bottom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hop {
+    /// Receives the users' traffic, calls the backend.
+    Frontend,
+    /// Calls the db.
+    Backend,
+    /// The bottom: answers, or fails during the fault window.
+    Db,
+}
+
+impl Hop {
+    /// Every hop, top to bottom.
+    pub const ALL: [Hop; 3] = [Hop::Frontend, Hop::Backend, Hop::Db];
+
+    /// The hop's name, also its policy's and its service's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Hop::Frontend => "frontend",
+            Hop::Backend => "backend",
+            Hop::Db => "db",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Counters shared by the hops, the load driver and the reporter.
+#[derive(Debug)]
+pub struct Stats {
+    started: Instant,
+    /// Requests received, per hop, per second since `started`.
+    received: [Mutex<Vec<u64>>; 3],
+    /// Calls the users started, per second.
+    calls: Mutex<Vec<u64>>,
+    succeeded: AtomicU64,
+    failed: AtomicU64,
+    refusals: [AtomicU64; 3],
+    nested: [AtomicU64; 3],
+}
+
+impl Stats {
+    /// Counters starting now.
+    pub fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            received: Default::default(),
+            calls: Mutex::default(),
+            succeeded: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            refusals: Default::default(),
+            nested: Default::default(),
+        }
+    }
+
+    /// The second since the start.
+    pub fn second(&self) -> usize {
+        self.started.elapsed().as_secs() as usize
+    }
+
+    fn bump(series: &Mutex<Vec<u64>>, second: usize) {
+        let mut series = series.lock().unwrap_or_else(|e| e.into_inner());
+        if series.len() <= second {
+            series.resize(second + 1, 0);
+        }
+        series[second] += 1;
+    }
+
+    /// A request reached `hop`.
+    pub fn received(&self, hop: Hop) {
+        Self::bump(&self.received[hop.index()], self.second());
+    }
+
+    /// A user started a call.
+    pub fn call_started(&self) {
+        Self::bump(&self.calls, self.second());
+    }
+
+    /// A user's call ended.
+    pub fn call_ended(&self, succeeded: bool) {
+        let counter = if succeeded {
+            &self.succeeded
+        } else {
+            &self.failed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `hop`'s budget refused a retry.
+    pub fn refused(&self, hop: Hop) {
+        self.refusals[hop.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `hop` reported a nested retry.
+    pub fn nested(&self, hop: Hop) {
+        self.nested[hop.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests `hop` received in `second`.
+    pub fn received_in(&self, hop: Hop, second: usize) -> u64 {
+        let series = self.received[hop.index()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        series.get(second).copied().unwrap_or(0)
+    }
+
+    /// Calls started in `second`.
+    pub fn calls_in(&self, second: usize) -> u64 {
+        let series = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        series.get(second).copied().unwrap_or(0)
+    }
+
+    /// Requests `hop` received in all.
+    pub fn received_total(&self, hop: Hop) -> u64 {
+        let series = self.received[hop.index()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        series.iter().sum()
+    }
+
+    /// Calls started in all.
+    pub fn calls_total(&self) -> u64 {
+        self.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .sum()
+    }
+
+    /// Calls that succeeded.
+    pub fn succeeded(&self) -> u64 {
+        self.succeeded.load(Ordering::Relaxed)
+    }
+
+    /// Calls that failed.
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Retries `hop`'s budget refused.
+    pub fn refusals(&self, hop: Hop) -> u64 {
+        self.refusals[hop.index()].load(Ordering::Relaxed)
+    }
+
+    /// Nested retries `hop` reported.
+    pub fn nested_total(&self, hop: Hop) -> u64 {
+        self.nested[hop.index()].load(Ordering::Relaxed)
+    }
+
+    /// The second in which db received the most requests per user call, and that multiple.
+    pub fn worst_db_second(&self) -> Option<(usize, f64)> {
+        let seconds = self.received[Hop::Db.index()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len();
+        (0..seconds)
+            .filter(|&s| self.calls_in(s) > 0)
+            .map(|s| {
+                (
+                    s,
+                    self.received_in(Hop::Db, s) as f64 / self.calls_in(s) as f64,
+                )
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,404 @@
+//! `demo simulate`: SPEC S1's storm, run on the shipping executor in virtual time, with the
+//! retry budget off and on.
+//!
+//! The defaults are the seed's experiment: a dependency at p50 20 ms / p99 200 ms that turns
+//! 8× slower from 30 s for a minute, 500 calls a second for five minutes, the default policy
+//! with a 10 s deadline. See `docs/simulation.md` for the figures and what they mean.
+
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nresilience_core::simulate::{Dependency, Load, Simulation, SimulationReport, Tail};
+use nresilience_core::{AttemptCeiling, RetryBudget, RetryPolicy};
+use serde_json::json;
+
+type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
+
+/// The original library freezes its attempt ceiling for a 75-second slice.
+const ORIGINAL_REFRESH: Duration = Duration::from_secs(75);
+
+/// Simulates the seed's retry storm (SPEC S1) in virtual time, budget off and on.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Which retry-budget settings to run.
+    #[arg(long, value_enum, default_value_t = BudgetSetting::Both)]
+    budget: BudgetSetting,
+    /// The seed; the same seed gives the same figures.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Print one JSON object per run, a line each, instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Calls per second offered, open loop.
+    #[arg(long, default_value_t = 500.0)]
+    rate: f64,
+    /// How long load is offered (`5m`, `300s`, `1500ms`).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    duration: Duration,
+    /// The dependency's healthy median latency.
+    #[arg(long, default_value = "20ms", value_parser = parse_duration)]
+    p50: Duration,
+    /// The dependency's healthy 99th-percentile latency.
+    #[arg(long, default_value = "200ms", value_parser = parse_duration)]
+    p99: Duration,
+    /// The shape of the latency tail between and beyond p50 and p99.
+    #[arg(long, value_enum, default_value_t = TailSetting::LogLogistic)]
+    tail: TailSetting,
+    /// When the brownout starts.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    brownout_after: Duration,
+    /// How many times slower the dependency is during the brownout.
+    #[arg(long, default_value_t = 8.0)]
+    brownout_slower: f64,
+    /// How long the brownout lasts.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    brownout_lasting: Duration,
+    /// How often the measured attempt ceiling is refitted (ours: 1s; the original: 75s).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    ceiling_refresh: Duration,
+    /// Also run with the original library's 75 s refresh, side by side.
+    #[arg(long)]
+    compare_refresh: bool,
+    /// Services in series, each calling the next with the same policy; the last calls the
+    /// dependency (3: frontend → backend → db client → db).
+    #[arg(long, default_value_t = 1)]
+    hops: usize,
+    /// Write an SVG chart of the attempts reaching the dependency per second.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BudgetSetting {
+    On,
+    Off,
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TailSetting {
+    LogLogistic,
+    LogNormal,
+}
+
+/// One simulation run and its settings.
+struct Run {
+    refresh: Duration,
+    budget: bool,
+    report: SimulationReport,
+    wall: Duration,
+}
+
+pub(crate) fn main(args: &Args) -> Result<()> {
+    let mut refreshes = vec![args.ceiling_refresh];
+    if args.compare_refresh && args.ceiling_refresh != ORIGINAL_REFRESH {
+        refreshes.push(ORIGINAL_REFRESH);
+    }
+    let budgets: &[bool] = match args.budget {
+        BudgetSetting::Off => &[false],
+        BudgetSetting::On => &[true],
+        BudgetSetting::Both => &[false, true],
+    };
+    let tail = match args.tail {
+        TailSetting::LogLogistic => Tail::LogLogistic,
+        TailSetting::LogNormal => Tail::LogNormal,
+    };
+    let dependency = Dependency::healthy(args.p50, args.p99).tail(tail).brownout(
+        args.brownout_after,
+        args.brownout_slower,
+        args.brownout_lasting,
+    );
+
+    if !args.json {
+        println!(
+            "storm: {} calls/s for {:?} against p50 {:?} / p99 {:?} ({:?} tail), {}× slower from {:?} for {:?}; seed {}; {} polic{} in series",
+            args.rate,
+            args.duration,
+            args.p50,
+            args.p99,
+            args.tail,
+            args.brownout_slower,
+            args.brownout_after,
+            args.brownout_lasting,
+            args.seed,
+            args.hops,
+            if args.hops == 1 { "y" } else { "ies" },
+        );
+        println!(
+            "{:<8} {:<6} {:>7} {:>12} {:>10} {:>13} {:>12} {:>8} {:>8} {:>7} {:>8}",
+            "refresh",
+            "budget",
+            "calls",
+            "availability",
+            "load mult",
+            "amplification",
+            "worst second",
+            "p50",
+            "p99",
+            "cut",
+            "refusals",
+        );
+    }
+    let mut runs = Vec::new();
+    for &refresh in &refreshes {
+        for &budget in budgets {
+            let run = simulate(args, &dependency, refresh, budget)?;
+            if args.json {
+                println!("{}", to_json(args, &run));
+            } else {
+                print_row(&run);
+            }
+            runs.push(run);
+        }
+    }
+    if let Some(path) = &args.plot {
+        plot(path, args, &runs)?;
+        if !args.json {
+            println!("chart written to {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// SPEC S1's policy: the defaults with a 10 s deadline, at one ceiling refresh.
+fn policy(refresh: Duration, budget: bool) -> Result<RetryPolicy> {
+    let builder = RetryPolicy::builder()
+        .deadline(Some(Duration::from_secs(10)))
+        .attempt_ceiling(Some(AttemptCeiling::default().refresh(refresh)));
+    let builder = if budget {
+        builder
+    } else {
+        builder.budget(RetryBudget::None)
+    };
+    Ok(builder.build()?)
+}
+
+fn simulate(args: &Args, dependency: &Dependency, refresh: Duration, budget: bool) -> Result<Run> {
+    let policy = policy(refresh, budget)?;
+    let started = Instant::now();
+    let report = Simulation::chain(std::iter::repeat_n(policy, args.hops.max(1)))
+        .against(dependency.clone())
+        .under(Load::constant(args.rate))
+        .for_duration(args.duration)
+        .run(args.seed)?;
+    Ok(Run {
+        refresh,
+        budget,
+        report,
+        wall: started.elapsed(),
+    })
+}
+
+fn on_off(budget: bool) -> &'static str {
+    if budget {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+fn print_row(run: &Run) {
+    let r = &run.report;
+    println!(
+        "{:<8} {:<6} {:>7} {:>12.4} {:>10.3} {:>13.3} {:>12} {:>8} {:>8} {:>7} {:>8}",
+        format!("{:?}", run.refresh),
+        on_off(run.budget),
+        r.calls,
+        r.availability(),
+        r.load_multiplier(),
+        r.amplification,
+        r.worst_second
+            .map_or_else(|| "-".to_owned(), |at| format!("{at:?}")),
+        format!("{:?}", r.latency(0.5)),
+        format!("{:?}", r.latency(0.99)),
+        r.attempts_cut,
+        r.budget_refusals,
+    );
+    // Wall time varies run to run; stdout stays byte-identical for one seed (S2).
+    eprintln!("simulated in {:.1}s", run.wall.as_secs_f64());
+    if r.hops.len() > 1 {
+        for (n, hop) in r.hops.iter().enumerate() {
+            println!(
+                "{:<15} hop {}: calls {}, attempts {}, cut {}, refusals {}, amplification {:.3}",
+                "",
+                n + 1,
+                hop.calls,
+                hop.attempts,
+                hop.attempts_cut,
+                hop.budget_refusals,
+                hop.amplification
+            );
+        }
+    }
+}
+
+fn to_json(args: &Args, run: &Run) -> serde_json::Value {
+    let r = &run.report;
+    json!({
+        "seed": r.seed,
+        "ceiling_refresh_s": run.refresh.as_secs_f64(),
+        "budget": on_off(run.budget),
+        "rate": args.rate,
+        "duration_s": r.duration.as_secs_f64(),
+        "calls": r.calls,
+        "succeeded": r.succeeded,
+        "availability": r.availability(),
+        "attempts": r.attempts,
+        "load_multiplier": r.load_multiplier(),
+        "amplification": r.amplification,
+        "worst_second_s": r.worst_second.map(|at| at.as_secs()),
+        "latency_p50_ms": r.latency(0.5).as_secs_f64() * 1e3,
+        "latency_p99_ms": r.latency(0.99).as_secs_f64() * 1e3,
+        "attempts_cut": r.attempts_cut,
+        "budget_refusals": r.budget_refusals,
+        "hops": r.hops.iter().map(|hop| json!({
+            "calls": hop.calls,
+            "succeeded": hop.succeeded,
+            "attempts": hop.attempts,
+            "attempts_cut": hop.attempts_cut,
+            "budget_refusals": hop.budget_refusals,
+            "amplification": hop.amplification,
+        })).collect::<Vec<_>>(),
+        "calls_per_second": r.seconds.iter().map(|s| s.calls).collect::<Vec<_>>(),
+        "attempts_per_second": r.seconds.iter().map(|s| s.attempts).collect::<Vec<_>>(),
+    })
+}
+
+/// Attempts reaching the dependency per second, one line per run, the brownout shaded.
+fn plot(path: &Path, args: &Args, runs: &[Run]) -> Result<()> {
+    use plotters::prelude::*;
+
+    let seconds = runs
+        .iter()
+        .map(|run| run.report.seconds.len())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let peak = runs
+        .iter()
+        .flat_map(|run| run.report.seconds.iter().map(|s| s.attempts.max(s.calls)))
+        .max()
+        .unwrap_or(1) as f64;
+    let root = SVGBackend::new(path, (1100, 550)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "attempts reaching the dependency per second ({} calls/s, seed {})",
+                args.rate, args.seed
+            ),
+            ("sans-serif", 20),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..seconds, 0f64..peak * 1.1)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds into the run")
+        .y_desc("attempts / s")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .draw()?;
+
+    let start = args.brownout_after.as_secs_f64();
+    let end = start + args.brownout_lasting.as_secs_f64();
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(start, 0.0), (end, peak * 1.1)],
+            RGBColor(255, 160, 0).mix(0.15).filled(),
+        )))?
+        .label(format!("brownout ({}× slower)", args.brownout_slower))
+        .legend(|(x, y)| {
+            Rectangle::new(
+                [(x, y - 5), (x + 16, y + 5)],
+                RGBColor(255, 160, 0).mix(0.4).filled(),
+            )
+        });
+
+    if let Some(first) = runs.first() {
+        let calls = first
+            .report
+            .seconds
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i as f64 + 0.5, s.calls as f64))
+            .collect::<Vec<_>>();
+        chart
+            .draw_series(std::iter::once(PathElement::new(calls, BLACK.mix(0.4))))?
+            .label("calls offered")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BLACK.mix(0.4)));
+    }
+    let palette = [RED, BLUE, MAGENTA, CYAN];
+    for (run, color) in runs.iter().zip(palette.iter().cycle()) {
+        let points = run
+            .report
+            .seconds
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i as f64 + 0.5, s.attempts as f64))
+            .collect::<Vec<_>>();
+        let color = *color;
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                points,
+                color.stroke_width(2),
+            )))?
+            .label(format!(
+                "budget {}, refresh {:?}: amplification {:.2}",
+                on_off(run.budget),
+                run.refresh,
+                run.report.amplification
+            ))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// `300`, `300s`, `5m`, `1500ms`, `1.5s`, `1h`: a number of seconds, or a number and a unit.
+fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration like 300ms, 30s or 5m"))?;
+    let seconds = match unit.trim() {
+        "ms" => number / 1e3,
+        "" | "s" => number,
+        "m" | "min" => number * 60.0,
+        "h" => number * 3_600.0,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{text}`: use ms, s, m or h"
+            ))
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("`{text}`: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_and_without_units() {
+        assert_eq!(parse_duration("75s"), Ok(Duration::from_secs(75)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1_500)));
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("0.5s"), Ok(Duration::from_millis(500)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("fast").is_err());
+    }
+}

@@ -1,0 +1,75 @@
+//! Where the demo's spans go: an OTLP endpoint when `OTEL_EXPORTER_OTLP_ENDPOINT` is set
+//! (SPEC D2), else a compact console view of warnings. Either way `NestedRetry` spans are
+//! counted per hop for the summary.
+
+use std::sync::Arc;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::{global, KeyValue};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::Resource;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+use crate::chain::{NestedCounter, Result, Stats};
+
+/// Flushes exported spans when dropped.
+#[derive(Debug)]
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Some(provider) = self.provider.take() {
+            let _ = provider.shutdown();
+        }
+    }
+}
+
+/// Installs the process's subscriber; `service` names the process (`demo` for the whole
+/// chain in one process, or the hop) unless `OTEL_SERVICE_NAME` says otherwise.
+pub fn init(service: &str, stats: Arc<Stats>) -> Result<Telemetry> {
+    global::set_text_map_propagator(TraceContextPropagator::new());
+    let console = tracing_subscriber::fmt::layer()
+        .compact()
+        .with_writer(std::io::stderr)
+        .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")));
+    let counter = NestedCounter::new(stats);
+    let registry = tracing_subscriber::registry().with(console).with(counter);
+
+    if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_none() {
+        registry.try_init()?;
+        return Ok(Telemetry { provider: None });
+    }
+    let service = std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| service.to_owned());
+    // The standard OTEL_EXPORTER_OTLP_* variables configure the exporter (OTLP/HTTP).
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .build()?;
+    let resource = Resource::builder()
+        .with_service_name(service.clone())
+        .with_attribute(KeyValue::new("openinference.project.name", project()))
+        .build();
+    let provider = SdkTracerProvider::builder()
+        .with_resource(resource)
+        .with_batch_exporter(exporter)
+        .build();
+    // The exporter's own HTTP traffic is not the demo's: keep its libraries' spans out.
+    let quiet =
+        "info,h2=off,hyper=off,hyper_util=off,tonic=off,tower=off,reqwest=off,opentelemetry=off";
+    let otel = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("nresilience-demo"))
+        .with_filter(EnvFilter::new(quiet));
+    registry.with(otel).try_init()?;
+    Ok(Telemetry {
+        provider: Some(provider),
+    })
+}
+
+/// The tracing backend's project for this run (Phoenix reads it from the resource).
+fn project() -> String {
+    std::env::var("NRESILIENCE_DEMO_PROJECT").unwrap_or_else(|_| "nresilience-demo".to_owned())
+}
