@@ -11,6 +11,20 @@
 //! A second group, `overhead/get`, takes the network out (an inner service or a last
 //! middleware that answers at once) to show the retry machinery's own cost per call.
 //!
+//! On a shared 2-core machine wall times move by ±10 % from run to run, more than the
+//! differences measured here, so every row can also be counted in instructions, which other
+//! work on the machine does not move (the loopback rows then count the server's
+//! instructions too, the same in every row; kernel time is not counted):
+//!
+//! ```text
+//! cargo bench -p nresilience-client --features reqwest --bench client --no-run
+//! NRESILIENCE_COUNT='reqwest + RetryMiddleware' valgrind --tool=callgrind \
+//!     --collect-atstart=no --toggle-collect=client::counted \
+//!     --callgrind-out-file=/dev/null target/release/deps/client-<hash>
+//! ```
+//!
+//! valgrind's `Collected` line, divided by the 1,000 calls printed, is instructions per call.
+//!
 //! The server runs on its own current-thread runtime on its own thread; the clients run on
 //! another current-thread runtime: one core each on a 2-core machine.
 //!
@@ -22,6 +36,7 @@
 #![allow(missing_docs)]
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::hint::black_box;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,7 +45,8 @@ use std::time::Duration;
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, BenchmarkGroup, Criterion};
 use http::{Request, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -41,6 +57,7 @@ use nresilience_client::{Client, RetryBody, RetryLayer};
 use nresilience_core::RetryPolicy;
 use reqwest_retry::policies::ExponentialBackoff;
 use reqwest_retry::RetryTransientMiddleware;
+use tokio::runtime::Runtime;
 use tower::{Layer, ServiceExt};
 
 /// Serves `Hello, World!` on a loopback port from a runtime of its own.
@@ -82,6 +99,12 @@ fn reqwest_client() -> reqwest::Client {
 }
 
 fn success_path(c: &mut Criterion) {
+    let mut group = c.benchmark_group("client/get");
+    group.measurement_time(Duration::from_secs(8));
+    success_path_rows(&mut Rows::Timed(group));
+}
+
+fn success_path_rows(rows: &mut Rows<'_>) {
     let addr = serve();
     let uri: Uri = format!("http://{addr}/").parse().expect("a uri");
     let url = uri.to_string();
@@ -90,78 +113,71 @@ fn success_path(c: &mut Criterion) {
         .build()
         .expect("the client runtime");
 
-    let mut group = c.benchmark_group("client/get");
-    group.measurement_time(Duration::from_secs(8));
-
     let bare = hyper_client::<Empty<Bytes>>();
-    group.bench_function("hyper-util", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let request = Request::get(uri.clone())
-                .body(Empty::<Bytes>::new())
-                .expect("a request");
-            let response = bare.request(request).await.expect("a response");
-            black_box(response.into_body().collect().await.expect("a body"))
-        });
+    rows.row(&runtime, "hyper-util", || async {
+        let request = Request::get(uri.clone())
+            .body(Empty::<Bytes>::new())
+            .expect("a request");
+        let response = bare.request(request).await.expect("a response");
+        response.into_body().collect().await.expect("a body")
     });
 
     let client = Client::new(RetryPolicy::default());
-    group.bench_function("nresilience Client", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let response = client.get(uri.clone()).await.expect("a response");
-            black_box(response.into_body().collect().await.expect("a body"))
-        });
+    rows.row(&runtime, "nresilience Client", || async {
+        let response = client.get(uri.clone()).await.expect("a response");
+        response.into_body().collect().await.expect("a body")
     });
 
     let layered = RetryLayer::new(RetryPolicy::default()).layer(hyper_client::<RetryBody>());
-    group.bench_function("RetryLayer + hyper-util", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let request = Request::get(uri.clone())
-                .body(Empty::<Bytes>::new())
-                .expect("a request");
-            let response = layered.clone().oneshot(request).await.expect("a response");
-            black_box(response.into_body().collect().await.expect("a body"))
-        });
+    rows.row(&runtime, "RetryLayer + hyper-util", || async {
+        let request = Request::get(uri.clone())
+            .body(Empty::<Bytes>::new())
+            .expect("a request");
+        let response = layered.clone().oneshot(request).await.expect("a response");
+        response.into_body().collect().await.expect("a body")
     });
 
     let plain = reqwest_client();
-    group.bench_function("reqwest", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let response = plain.get(&url).send().await.expect("a response");
-            black_box(response.bytes().await.expect("a body"))
-        });
+    rows.row(&runtime, "reqwest", || async {
+        let response = plain.get(&url).send().await.expect("a response");
+        response.bytes().await.expect("a body")
     });
 
-    let chain = reqwest_middleware::ClientBuilder::new(reqwest_client()).build();
-    group.bench_function("reqwest-middleware, no middleware", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let response = chain.get(&url).send().await.expect("a response");
-            black_box(response.bytes().await.expect("a body"))
+    let chains = [
+        ("reqwest-middleware, no middleware", None),
+        ("reqwest + reqwest-retry", Some(reqwest_retry())),
+        ("reqwest + RetryMiddleware", Some(ours())),
+    ];
+    for (name, middleware) in chains {
+        let client = chain(middleware).build();
+        rows.row(&runtime, name, || async {
+            let response = client.get(&url).send().await.expect("a response");
+            response.bytes().await.expect("a body")
         });
-    });
+    }
+}
 
-    let theirs = reqwest_middleware::ClientBuilder::new(reqwest_client())
-        .with(RetryTransientMiddleware::new_with_policy(
-            ExponentialBackoff::builder().build_with_max_retries(2),
-        ))
-        .build();
-    group.bench_function("reqwest + reqwest-retry", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let response = theirs.get(&url).send().await.expect("a response");
-            black_box(response.bytes().await.expect("a body"))
-        });
-    });
+/// reqwest-retry as its README sets it up: `ExponentialBackoff` defaults, at most 2 retries
+/// (3 attempts, as our default policy).
+fn reqwest_retry() -> Arc<dyn reqwest_middleware::Middleware> {
+    Arc::new(RetryTransientMiddleware::new_with_policy(
+        ExponentialBackoff::builder().build_with_max_retries(2),
+    ))
+}
 
-    let ours = reqwest_middleware::ClientBuilder::new(reqwest_client())
-        .with(RetryMiddleware::new(RetryPolicy::default()))
-        .build();
-    group.bench_function("reqwest + RetryMiddleware", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let response = ours.get(&url).send().await.expect("a response");
-            black_box(response.bytes().await.expect("a body"))
-        });
-    });
+/// Our middleware with the default policy.
+fn ours() -> Arc<dyn reqwest_middleware::Middleware> {
+    Arc::new(RetryMiddleware::new(RetryPolicy::default()))
+}
 
-    group.finish();
+fn chain(
+    middleware: Option<Arc<dyn reqwest_middleware::Middleware>>,
+) -> reqwest_middleware::ClientBuilder {
+    let builder = reqwest_middleware::ClientBuilder::new(reqwest_client());
+    match middleware {
+        Some(middleware) => builder.with_arc(middleware),
+        None => builder,
+    }
 }
 
 /// Answers every request at once with an empty `200`, in place of the network: what is
@@ -185,8 +201,63 @@ impl reqwest_middleware::Middleware for Canned {
 
 /// The same clients with the network taken out: an inner service (tower) or a last
 /// middleware (reqwest) that answers at once. The difference between rows is the retry
-/// machinery's own success-path cost, free of the loopback round trip's noise.
+/// machinery's own success-path cost, free of the loopback round trip.
 fn overhead(c: &mut Criterion) {
+    let mut group = c.benchmark_group("overhead/get");
+    group.measurement_time(Duration::from_secs(5));
+    overhead_rows(&mut Rows::Timed(group));
+}
+
+/// Runs each row as criterion does, or counts one row's calls.
+enum Rows<'a> {
+    Timed(BenchmarkGroup<'a, WallTime>),
+    /// `NRESILIENCE_COUNT=<row>`: run that row's call 1,000 times inside [`counted`], for
+    /// valgrind to count the instructions of (see the module docs). On the loopback rows
+    /// the server's instructions are counted too: the same for every row.
+    Counted(String),
+}
+
+impl Rows<'_> {
+    fn row<F, Fut>(&mut self, runtime: &Runtime, name: &str, call: F)
+    where
+        F: Fn() -> Fut,
+        Fut: Future,
+    {
+        match self {
+            Rows::Timed(group) => {
+                group.bench_function(name, |b| b.to_async(runtime).iter(&call));
+            }
+            Rows::Counted(row) if row == name => {
+                // Warm: the first calls make per-host buckets, the propagator and the pools.
+                for _ in 0..COUNTED / 10 {
+                    black_box(runtime.block_on(call()));
+                }
+                counted(runtime, &call);
+                println!("{name}\t{COUNTED} calls");
+            }
+            Rows::Counted(_) => {}
+        }
+    }
+}
+
+/// Calls in a counted run.
+const COUNTED: u32 = 1000;
+
+/// The only function valgrind counts in (`--toggle-collect=client::counted`).
+#[inline(never)]
+fn counted<F, Fut>(runtime: &Runtime, call: &F)
+where
+    F: Fn() -> Fut,
+    Fut: Future,
+{
+    runtime.block_on(async {
+        for _ in 0..COUNTED {
+            black_box(call().await);
+        }
+    });
+}
+
+fn overhead_rows(rows: &mut Rows<'_>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -194,59 +265,48 @@ fn overhead(c: &mut Criterion) {
     let uri: Uri = "http://127.0.0.1:8080/".parse().expect("a uri");
     let url = uri.to_string();
 
-    let mut group = c.benchmark_group("overhead/get");
-    group.measurement_time(Duration::from_secs(5));
-
     let answer = tower::service_fn(|_: Request<RetryBody>| async {
         Ok::<_, Infallible>(http::Response::new(Empty::<Bytes>::new()))
     });
-    group.bench_function("tower service", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let request = Request::get(uri.clone())
-                .body(RetryBody::empty())
-                .expect("a request");
-            black_box(answer.oneshot(request).await.expect("infallible"))
-        });
+    rows.row(&runtime, "tower service", || async {
+        let request = Request::get(uri.clone())
+            .body(RetryBody::empty())
+            .expect("a request");
+        answer.oneshot(request).await.expect("infallible")
     });
 
     let layered = RetryLayer::new(RetryPolicy::default()).layer(answer);
-    group.bench_function("RetryLayer + tower service", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let request = Request::get(uri.clone())
-                .body(Empty::<Bytes>::new())
-                .expect("a request");
-            let response = layered.clone().oneshot(request).await;
-            black_box(response.expect("a response"))
-        });
+    rows.row(&runtime, "RetryLayer + tower service", || async {
+        let request = Request::get(uri.clone())
+            .body(Empty::<Bytes>::new())
+            .expect("a request");
+        layered.clone().oneshot(request).await.expect("a response")
     });
 
     let chains = [
         ("reqwest-middleware", None),
-        (
-            "reqwest-retry",
-            Some(Arc::new(RetryTransientMiddleware::new_with_policy(
-                ExponentialBackoff::builder().build_with_max_retries(2),
-            )) as Arc<dyn reqwest_middleware::Middleware>),
-        ),
-        (
-            "RetryMiddleware",
-            Some(Arc::new(RetryMiddleware::new(RetryPolicy::default())) as _),
-        ),
+        ("reqwest-retry", Some(reqwest_retry())),
+        ("RetryMiddleware", Some(ours())),
     ];
     for (name, middleware) in chains {
-        let mut builder = reqwest_middleware::ClientBuilder::new(reqwest_client());
-        if let Some(middleware) = middleware {
-            builder = builder.with_arc(middleware);
-        }
-        let client = builder.with(Canned).build();
-        group.bench_function(name, |b| {
-            b.to_async(&runtime)
-                .iter(|| async { black_box(client.get(&url).send().await.expect("a response")) });
+        let client = chain(middleware).with(Canned).build();
+        rows.row(&runtime, name, || async {
+            client.get(&url).send().await.expect("a response")
         });
     }
-
-    group.finish();
 }
 
 criterion_group!(benches, success_path, overhead);
-criterion_main!(benches);
+
+fn main() {
+    match std::env::var("NRESILIENCE_COUNT") {
+        Ok(row) => {
+            success_path_rows(&mut Rows::Counted(row.clone()));
+            overhead_rows(&mut Rows::Counted(row));
+        }
+        Err(_) => {
+            benches();
+            Criterion::default().configure_from_args().final_summary();
+        }
+    }
+}

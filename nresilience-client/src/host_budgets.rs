@@ -97,6 +97,18 @@ struct Tracked {
 // ===== impl HostBudgets =====
 
 impl HostBudgets {
+    /// A bucket per host for `policy`'s `Automatic` budget, shared by every clone of the
+    /// caller; `None` for a `Shared` budget or none, which are used as given (H5).
+    pub fn per_host(policy: &nresilience_core::RetryPolicy) -> Option<std::sync::Arc<Self>> {
+        match policy.budget() {
+            // The policy validated its options, so making the table cannot fail.
+            budget @ RetryBudget::Automatic(_) => Self::new(budget.clone(), DEFAULT_MAX_HOSTS)
+                .ok()
+                .map(std::sync::Arc::new),
+            _ => None,
+        }
+    }
+
     /// Budgets placed as `budget` says, tracking at most `max_hosts` hosts for an `Automatic`
     /// budget, or the reason the budget's options cannot work.
     ///

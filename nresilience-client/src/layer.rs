@@ -9,13 +9,13 @@ use bytes::Bytes;
 use http::{Method, Request, Response};
 use http_body::Body;
 use nresilience_core::call::{now, Call, CallOptions};
-use nresilience_core::{Classify, LastAttempt, RetryBudget, RetryError, RetryPolicy, StopReason};
+use nresilience_core::{Classify, LastAttempt, RetryError, RetryPolicy, StopReason};
 use tower::{Layer, Service};
 
 use crate::body::{BoxError, RetryBody, TransportError};
 use crate::classify::HttpClassifier;
 use crate::future::ResponseFuture;
-use crate::host_budgets::{HostBudgets, DEFAULT_MAX_HOSTS};
+use crate::host_budgets::HostBudgets;
 
 /// The default cap on a request body buffered for replay: 64 KiB.
 pub const DEFAULT_MAX_BUFFERED_BODY: usize = 64 * 1024;
@@ -52,15 +52,7 @@ pub(crate) struct Shared {
 impl RetryLayer {
     /// A layer retrying under `policy`, classifying responses as SPEC H1 says.
     pub fn new(policy: RetryPolicy) -> Self {
-        let budgets = match policy.budget() {
-            // The policy validated its options, so making the per-host table cannot fail.
-            budget @ RetryBudget::Automatic(_) => {
-                HostBudgets::new(budget.clone(), DEFAULT_MAX_HOSTS)
-                    .ok()
-                    .map(Arc::new)
-            }
-            _ => None,
-        };
+        let budgets = HostBudgets::per_host(&policy);
         Self {
             shared: Arc::new(Shared {
                 policy,
@@ -164,7 +156,7 @@ impl<S: fmt::Debug, C> fmt::Debug for Retry<S, C> {
 }
 
 /// Whether a method may be retried without the caller's say-so (H3).
-fn is_idempotent(method: &Method) -> bool {
+pub(crate) fn is_idempotent(method: &Method) -> bool {
     matches!(
         *method,
         Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS | Method::TRACE

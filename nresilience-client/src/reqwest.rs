@@ -44,22 +44,29 @@
 //! ```
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::SystemTime;
 
-use ::reqwest::header::HeaderValue;
-use ::reqwest::{Method, Request, Response, Url};
+use ::reqwest::header::{Entry, HeaderName, HeaderValue};
+use ::reqwest::{Request, Response, Url};
 use http::Extensions;
 use nresilience_core::call::{instant_after, now, Admission, Call, CallOptions, Decision};
 use nresilience_core::nesting::{self, NestingSource, MARKER_HEADER, MARKER_VALUE};
-use nresilience_core::{LastAttempt, RetryBudget, RetryError, RetryPolicy, StopReason, Verdict};
+use nresilience_core::{LastAttempt, RetryError, RetryPolicy, StopReason, Verdict};
+use pin_project_lite::pin_project;
 use reqwest_middleware::{Middleware, Next};
 use tracing::{field, Instrument, Span};
 
 use crate::classify::{classify_status, is_retryable_status};
-use crate::host_budgets::{HostBudgets, DEFAULT_MAX_HOSTS};
-use crate::layer::Retryable;
+use crate::host_budgets::HostBudgets;
+use crate::layer::{is_idempotent, Retryable};
 use crate::telemetry;
+
+/// The marker's name, parsed once.
+const MARKER: HeaderName = HeaderName::from_static(MARKER_HEADER);
 
 /// The error a failed call carries inside `reqwest_middleware::Error::Middleware`.
 pub type Error = RetryError<reqwest_middleware::Error>;
@@ -90,15 +97,7 @@ pub struct RetryMiddleware {
 impl RetryMiddleware {
     /// A middleware retrying under `policy`, classifying responses as SPEC H1 says.
     pub fn new(policy: RetryPolicy) -> Self {
-        let budgets = match policy.budget() {
-            // The policy validated its options, so making the per-host table cannot fail.
-            budget @ RetryBudget::Automatic(_) => {
-                HostBudgets::new(budget.clone(), DEFAULT_MAX_HOSTS)
-                    .ok()
-                    .map(Arc::new)
-            }
-            _ => None,
-        };
+        let budgets = HostBudgets::per_host(&policy);
         Self {
             policy,
             budgets,
@@ -145,15 +144,16 @@ impl Middleware for RetryMiddleware {
         // to be a stream, which is sent once.
         let mut template = None;
         if opted && self.policy.may_retry() {
-            let stamped = !request.headers().contains_key(MARKER_HEADER);
-            if stamped {
-                request
-                    .headers_mut()
-                    .insert(MARKER_HEADER, HeaderValue::from_static(MARKER_VALUE));
-            }
+            let stamped = match request.headers_mut().entry(MARKER) {
+                Entry::Vacant(entry) => {
+                    entry.insert(HeaderValue::from_static(MARKER_VALUE));
+                    true
+                }
+                Entry::Occupied(_) => false,
+            };
             template = request.try_clone();
             if template.is_none() && stamped {
-                request.headers_mut().remove(MARKER_HEADER);
+                request.headers_mut().remove(MARKER);
             }
         }
 
@@ -169,7 +169,6 @@ impl Middleware for RetryMiddleware {
             .method(request.method().as_str());
         // Started outside the retrying scope: the call reads whether it is nested itself.
         let call = Call::start(&self.policy, started, options.bucket(bucket));
-        let span = call.span().clone();
         let attempts = Attempts {
             call,
             first: Some(request),
@@ -177,27 +176,41 @@ impl Middleware for RetryMiddleware {
             extensions,
             next,
         };
-        let output = if attempts.call.may_retry() {
-            // The whole retrying call is a retrying context: a retrying call made while
-            // serving it is nested (N5).
-            nesting::scope(NestingSource::InProcess, attempts.run())
-                .instrument(span)
-                .await
-        } else {
-            attempts.run().instrument(span).await
-        };
+        let retrying = attempts.call.may_retry();
+        let output = Scoped {
+            inner: attempts.run(),
+            retrying,
+        }
+        .await;
         output.map_err(|error| reqwest_middleware::Error::Middleware(anyhow::Error::new(error)))
     }
 }
 
-/// Whether a method may be retried without the caller's say-so (H3).
-fn is_idempotent(method: &Method) -> bool {
-    matches!(
-        *method,
-        Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS | Method::TRACE
-    )
+pin_project! {
+    /// A call's attempts, run inside the in-process retrying context when the call may
+    /// retry: a retrying call made while serving it is nested (N5). One wrapper for both
+    /// cases, so the call's future is laid out (and moved) once.
+    struct Scoped<F> {
+        #[pin]
+        inner: F,
+        retrying: bool,
+    }
 }
 
+impl<F: Future> Future for Scoped<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        if *this.retrying {
+            nesting::sync_scope(NestingSource::InProcess, || this.inner.poll(cx))
+        } else {
+            this.inner.poll(cx)
+        }
+    }
+}
+
+/// Whether a method may be retried without the caller's say-so (H3).
 /// `host[:port]` of `url`, without user information; the port only when it is not the
 /// scheme's default, which the URL parser has already dropped.
 fn authority(url: &Url) -> &str {
@@ -371,6 +384,8 @@ fn attempt_span(call: &Call, mut request: Request) -> (Span, Request) {
 
 fn record_result(span: &Span, result: &reqwest_middleware::Result<Response>, verdict: Verdict) {
     match result {
+        // Nothing to record on a span no subscriber wants: the common case, kept cheap.
+        _ if span.is_disabled() => {}
         Ok(response) => {
             let status = response.status();
             span.record("http.response.status_code", status.as_u16());
