@@ -10,7 +10,7 @@ use http::header::HeaderValue;
 use http::{Extensions, HeaderMap, Method, Request, Response, Uri, Version};
 use http_body::Body;
 use http_body::Frame;
-use nresilience_core::call::{instant_after, now, Admission, Call, Decision};
+use nresilience_core::call::{instant_after, now, outcome, Admission, Call, Decision};
 use nresilience_core::nesting::{self, NestingSource, MARKER_HEADER, MARKER_VALUE};
 use nresilience_core::{Classify, LastAttempt, RetryError, StopReason, Verdict};
 use pin_project_lite::pin_project;
@@ -433,36 +433,8 @@ where
     match decision {
         Decision::Stop(reason) => {
             this.state.set(State::Done);
-            Some(match result {
-                // The caller gets the last answer, not an error, when it was not a success
-                // only by our classification (H4).
-                Some(Ok(response))
-                    if matches!(
-                        reason,
-                        StopReason::Succeeded
-                            | StopReason::AttemptsExhausted
-                            | StopReason::Permanent
-                    ) =>
-                {
-                    Ok(response)
-                }
-                Some(Ok(_)) => Err(RetryError::new(
-                    reason,
-                    attempts,
-                    LastAttempt::Rejected,
-                    None,
-                )),
-                Some(Err(error)) => Err(RetryError::new(
-                    reason,
-                    attempts,
-                    LastAttempt::Error(error),
-                    None,
-                )),
-                None => {
-                    let last = std::mem::replace(this.last, LastAttempt::Rejected);
-                    Err(RetryError::new(reason, attempts, last, None))
-                }
-            })
+            let last = std::mem::replace(this.last, LastAttempt::Rejected);
+            Some(outcome(reason, attempts, result, last))
         }
         Decision::Retry(delay) | Decision::Reject(delay) => {
             // A retried attempt's response is dropped here, unread: hyper closes its

@@ -53,7 +53,7 @@ use std::time::SystemTime;
 use ::reqwest::header::{Entry, HeaderName, HeaderValue};
 use ::reqwest::{Request, Response, Url};
 use http::Extensions;
-use nresilience_core::call::{instant_after, now, Admission, Call, CallOptions, Decision};
+use nresilience_core::call::{instant_after, now, outcome, Admission, Call, CallOptions, Decision};
 use nresilience_core::nesting::{self, NestingSource, MARKER_HEADER, MARKER_VALUE};
 use nresilience_core::{LastAttempt, RetryError, RetryPolicy, StopReason, Verdict};
 use pin_project_lite::pin_project;
@@ -279,33 +279,7 @@ impl Attempts<'_, '_> {
             let attempts = call.attempts();
             match decision {
                 Decision::Stop(reason) => {
-                    return match result {
-                        // The caller gets the last answer, not an error, when it was not a
-                        // success only by our classification (H4).
-                        Some(Ok(response))
-                            if matches!(
-                                reason,
-                                StopReason::Succeeded
-                                    | StopReason::AttemptsExhausted
-                                    | StopReason::Permanent
-                            ) =>
-                        {
-                            Ok(response)
-                        }
-                        Some(Ok(_)) => Err(RetryError::new(
-                            reason,
-                            attempts,
-                            LastAttempt::Rejected,
-                            None,
-                        )),
-                        Some(Err(error)) => Err(RetryError::new(
-                            reason,
-                            attempts,
-                            LastAttempt::Error(error),
-                            None,
-                        )),
-                        None => Err(RetryError::new(reason, attempts, last, None)),
-                    };
+                    return outcome(reason, attempts, result, last);
                 }
                 Decision::Retry(delay) | Decision::Reject(delay) => {
                     // A retried attempt's response is dropped unread: its connection is

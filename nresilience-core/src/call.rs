@@ -35,7 +35,9 @@ use tracing::{field, Level, Span};
 use crate::breaker::{BreakerOutcome, BreakerPermit};
 use crate::nesting::{self, NestingSource};
 use crate::policy::RetryPolicy;
-use crate::{CallRejected, NextAttempt, RetryKind, StopReason, TokenBucket, Verdict};
+use crate::{
+    CallRejected, LastAttempt, NextAttempt, RetryError, RetryKind, StopReason, TokenBucket, Verdict,
+};
 
 /// The current time on tokio's clock as a [`std::time::Instant`]: real time normally,
 /// virtual time under a paused test runtime. Every driver of a [`Call`] reads time here.
@@ -51,6 +53,31 @@ pub fn instant_after(at: Instant, delay: Duration) -> tokio::time::Instant {
     at.checked_add(delay)
         .or_else(|| at.checked_add(FAR))
         .unwrap_or(at)
+}
+
+/// What a stopped call returns, given its last attempt's result (`None` when it was cut or
+/// refused, which `last` then says).
+///
+/// A value the classifier did not accept is still the caller's answer when the call stopped
+/// because attempts ran out or the verdict was permanent: the last response, not an error
+/// (H4). A budget refusal or a deadline is an error whatever the last attempt returned.
+pub fn outcome<T, E>(
+    reason: StopReason,
+    attempts: u32,
+    result: Option<Result<T, E>>,
+    last: LastAttempt<E>,
+) -> Result<T, RetryError<E>> {
+    let answered = matches!(
+        reason,
+        StopReason::Succeeded | StopReason::AttemptsExhausted | StopReason::Permanent
+    );
+    let last = match result {
+        Some(Ok(value)) if answered => return Ok(value),
+        Some(Ok(_)) => LastAttempt::Rejected,
+        Some(Err(error)) => LastAttempt::Error(error),
+        None => last,
+    };
+    Err(RetryError::new(reason, attempts, last, None))
 }
 
 /// How a call is started: whether it may retry at all, and what it targets.

@@ -9,7 +9,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tracing::Instrument;
 
-use crate::call::{instant_after, now, Admission, Call, CallOptions, Decision};
+use crate::call::{instant_after, now, outcome, Admission, Call, CallOptions, Decision};
 use crate::nesting::{self, NestingSource};
 use crate::{
     CallRejected, Classify, DefaultClassifier, LastAttempt, RetryError, RetryPolicy, StopReason,
@@ -86,23 +86,26 @@ impl RetryPolicy {
         Fut: Future<Output = Result<T, E>>,
     {
         let report = self.run(classifier, attempt).await;
-        let last = match report.last {
-            Some(Ok(value)) => match report.stop {
-                StopReason::Succeeded | StopReason::AttemptsExhausted | StopReason::Permanent => {
-                    return Ok(value)
-                }
-                _ => LastAttempt::Rejected,
-            },
-            Some(Err(error)) => LastAttempt::Error(error),
-            None if report.timed_out => LastAttempt::TimedOut,
-            None => LastAttempt::Refused,
+        if let Some(rejected) = report.rejected {
+            let last = match report.last {
+                Some(Ok(_)) => LastAttempt::Rejected,
+                Some(Err(error)) => LastAttempt::Error(error),
+                None if report.timed_out => LastAttempt::TimedOut,
+                None => LastAttempt::Refused,
+            };
+            return Err(RetryError::new(
+                report.stop,
+                report.attempts,
+                last,
+                Some(rejected),
+            ));
+        }
+        let last = if report.timed_out {
+            LastAttempt::TimedOut
+        } else {
+            LastAttempt::Refused
         };
-        Err(RetryError::new(
-            report.stop,
-            report.attempts,
-            last,
-            report.rejected,
-        ))
+        outcome(report.stop, report.attempts, report.last, last)
     }
 
     /// Runs `attempt` under the policy and reports everything about the call.
