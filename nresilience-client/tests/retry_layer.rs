@@ -6,96 +6,19 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::any;
-use axum::Router;
+use axum::http::{HeaderValue, Method, Request};
 use bytes::Bytes;
 use http_body_util::Full;
 use nresilience_client::{Client, Retryable, MARKER_HEADER};
-use nresilience_core::{Backoff, BudgetOptions, Jitter, RetryBudget, RetryPolicy, StopReason};
+use nresilience_core::{Backoff, BudgetOptions, RetryBudget, RetryPolicy, StopReason};
+use support::{policy, server};
 use tokio::time::Instant;
-
-/// A scripted status with an optional `Retry-After` value.
-type Answer = (u16, Option<String>);
-
-/// What the server answers, one scripted response per request, then 200.
-#[derive(Clone, Default)]
-struct Script {
-    answers: Arc<Mutex<VecDeque<Answer>>>,
-    markers: Arc<Mutex<Vec<Vec<String>>>>,
-    body_lengths: Arc<Mutex<Vec<usize>>>,
-}
-
-impl Script {
-    fn markers(&self) -> Vec<Vec<String>> {
-        self.markers.lock().unwrap().clone()
-    }
-}
-
-async fn answer(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> Response {
-    script.body_lengths.lock().unwrap().push(body.len());
-    let markers = headers
-        .get_all(MARKER_HEADER)
-        .iter()
-        .map(|v| v.to_str().unwrap_or("?").to_owned())
-        .collect();
-    script.markers.lock().unwrap().push(markers);
-    let next = script.answers.lock().unwrap().pop_front();
-    match next {
-        Some((status, retry_after)) => {
-            let mut response = StatusCode::from_u16(status).unwrap().into_response();
-            if let Some(value) = retry_after {
-                response
-                    .headers_mut()
-                    .insert("retry-after", HeaderValue::from_str(&value).unwrap());
-            }
-            response
-        }
-        None => "ok".into_response(),
-    }
-}
-
-/// Starts a server answering `answers` in order (then 200s) on its own real-time runtime.
-fn server(answers: &[(u16, Option<&str>)]) -> (SocketAddr, Script) {
-    let script = Script::default();
-    script
-        .answers
-        .lock()
-        .unwrap()
-        .extend(answers.iter().map(|(s, r)| (*s, r.map(str::to_owned))));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = Router::new()
-        .route("/", any(answer))
-        .with_state(script.clone());
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    (addr, script)
-}
-
-fn policy() -> nresilience_core::RetryPolicyBuilder {
-    RetryPolicy::builder()
-        .attempt_timeout(None)
-        .deadline(None)
-        .attempt_ceiling(None)
-        .backoff(Backoff::default().with_jitter(Jitter::None))
-}
 
 fn client(policy: nresilience_core::RetryPolicyBuilder) -> Client {
     Client::new(policy.build().unwrap())
@@ -303,11 +226,7 @@ async fn b1_a_single_attempt_post_still_deposits() {
         assert_eq!(response.status(), 200);
     }
     // Ten successful POSTs funded exactly one retry; the next retry is refused.
-    script
-        .answers
-        .lock()
-        .unwrap()
-        .extend([(503, None), (503, None)]);
+    script.then(&[(503, None), (503, None)]);
     let error = client.get(url(addr)).await.unwrap_err();
     assert_eq!(error.reason(), StopReason::BudgetExhausted);
     assert_eq!(error.attempts(), 2);
@@ -361,7 +280,7 @@ async fn n1_a_short_body_of_unknown_length_is_buffered_stamped_and_replayed() {
         .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(script.markers(), vec![vec!["1".to_owned()]; 2]);
-    assert_eq!(*script.body_lengths.lock().unwrap(), vec![4000, 4000]);
+    assert_eq!(script.body_lengths(), vec![4000, 4000]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -373,9 +292,5 @@ async fn n1_a_long_body_of_unknown_length_is_sent_once_whole_and_unmarked() {
         .unwrap();
     assert_eq!(response.status(), 503);
     assert_eq!(script.markers(), vec![Vec::<String>::new()]);
-    assert_eq!(
-        *script.body_lengths.lock().unwrap(),
-        vec![100_000],
-        "nothing lost"
-    );
+    assert_eq!(script.body_lengths(), vec![100_000], "nothing lost");
 }

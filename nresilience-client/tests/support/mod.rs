@@ -1,0 +1,115 @@
+//! A scripted axum server on loopback, shared by the client's integration tests.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use axum::Router;
+use bytes::Bytes;
+use nresilience_client::MARKER_HEADER;
+use nresilience_core::{Backoff, Jitter, RetryPolicy};
+
+/// A scripted status with an optional `Retry-After` value, and how long to wait before it.
+pub type Answer = (u16, Option<String>, Duration);
+
+/// What the server answers, one scripted response per request, then 200.
+#[derive(Clone, Default)]
+pub struct Script {
+    pub answers: Arc<Mutex<VecDeque<Answer>>>,
+    pub markers: Arc<Mutex<Vec<Vec<String>>>>,
+    pub bodies: Arc<Mutex<Vec<Bytes>>>,
+}
+
+impl Script {
+    pub fn markers(&self) -> Vec<Vec<String>> {
+        self.markers.lock().unwrap().clone()
+    }
+
+    pub fn requests(&self) -> usize {
+        self.markers.lock().unwrap().len()
+    }
+}
+
+async fn answer(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> Response {
+    script.bodies.lock().unwrap().push(body);
+    let markers = headers
+        .get_all(MARKER_HEADER)
+        .iter()
+        .map(|v| v.to_str().unwrap_or("?").to_owned())
+        .collect();
+    script.markers.lock().unwrap().push(markers);
+    let next = script.answers.lock().unwrap().pop_front();
+    match next {
+        Some((status, retry_after, delay)) => {
+            tokio::time::sleep(delay).await;
+            let mut response = StatusCode::from_u16(status).unwrap().into_response();
+            if let Some(value) = retry_after {
+                response
+                    .headers_mut()
+                    .insert("retry-after", HeaderValue::from_str(&value).unwrap());
+            }
+            response
+        }
+        None => "ok".into_response(),
+    }
+}
+
+/// Starts a server answering `answers` in order (then 200s) on its own real-time runtime.
+pub fn server(answers: &[(u16, Option<&str>)]) -> (SocketAddr, Script) {
+    let answers: Vec<_> = answers
+        .iter()
+        .map(|(s, r)| (*s, r.map(str::to_owned), Duration::ZERO))
+        .collect();
+    slow_server(answers)
+}
+
+pub fn slow_server(answers: Vec<Answer>) -> (SocketAddr, Script) {
+    let script = Script::default();
+    script.answers.lock().unwrap().extend(answers);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = Router::new()
+        .route("/", any(answer))
+        .with_state(script.clone());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    (addr, script)
+}
+
+pub fn policy() -> nresilience_core::RetryPolicyBuilder {
+    RetryPolicy::builder()
+        .attempt_timeout(None)
+        .deadline(None)
+        .attempt_ceiling(None)
+        .backoff(Backoff::default().with_jitter(Jitter::None))
+}
+
+impl Script {
+    /// The lengths of the request bodies received, in order.
+    pub fn body_lengths(&self) -> Vec<usize> {
+        self.bodies.lock().unwrap().iter().map(Bytes::len).collect()
+    }
+
+    /// Appends answers to the script.
+    pub fn then(&self, answers: &[(u16, Option<&str>)]) {
+        let answers = answers
+            .iter()
+            .map(|(s, r)| (*s, r.map(str::to_owned), Duration::ZERO));
+        self.answers.lock().unwrap().extend(answers);
+    }
+}
