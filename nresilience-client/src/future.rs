@@ -343,8 +343,11 @@ where
                     (None, Some(template)) => template.request(),
                     (None, None) => unreachable!("a call without a template makes one attempt"),
                 };
-                let span =
-                    telemetry::attempt_span(this.call.span(), &request, this.call.attempts());
+                let span = telemetry::attempt_span(
+                    this.call.span(),
+                    (&request).into(),
+                    this.call.attempts(),
+                );
                 telemetry::inject_context(&span, request.headers_mut());
                 *this.attempt_span = span;
                 let future = {
@@ -413,7 +416,8 @@ where
     C: Classify<Result<Response<ResB>, TransportError>>,
 {
     let verdict = this.classifier.classify(&result);
-    telemetry::record_result(this.attempt_span, &result, &verdict);
+    let status = result.as_ref().ok().map(Response::status);
+    telemetry::record_result(this.attempt_span, status, &verdict);
     let at = now();
     let decision = this.call.end_attempt(verdict, at);
     settle(this, decision, Some(result), at)

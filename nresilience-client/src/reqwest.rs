@@ -58,7 +58,7 @@ use nresilience_core::nesting::{self, NestingSource, MARKER_HEADER, MARKER_VALUE
 use nresilience_core::{LastAttempt, RetryError, RetryPolicy, StopReason, Verdict};
 use pin_project_lite::pin_project;
 use reqwest_middleware::{Middleware, Next};
-use tracing::{field, Instrument, Span};
+use tracing::{Instrument, Span};
 
 use crate::classify::{classify_status, is_retryable_status};
 use crate::host_budgets::HostBudgets;
@@ -265,7 +265,11 @@ impl Attempts<'_, '_> {
                     match result {
                         Some(result) => {
                             let verdict = classify(&result);
-                            record_result(&span, &result, verdict);
+                            telemetry::record_result(
+                                &span,
+                                result.as_ref().ok().map(Response::status),
+                                &verdict,
+                            );
                             (call.end_attempt(verdict, at), Some(result))
                         }
                         None => {
@@ -333,47 +337,13 @@ fn classify(result: &reqwest_middleware::Result<Response>) -> Verdict {
 /// its trace context (N6).
 fn attempt_span(call: &Call, mut request: Request) -> (Span, Request) {
     let url = request.url();
-    let method = request.method().as_str();
-    let span = tracing::info_span!(
-        parent: call.span(),
-        "HTTP",
-        otel.name = method,
-        otel.kind = "client",
-        otel.status_code = field::Empty,
-        http.request.method = method,
-        server.address = url.host_str(),
-        server.port = url.port_or_known_default(),
-        url.full = url.as_str(),
-        http.request.resend_count = field::Empty,
-        http.response.status_code = field::Empty,
-        error.type = field::Empty,
-    );
-    let attempt = call.attempts();
-    if attempt > 1 {
-        span.record("http.request.resend_count", attempt - 1);
-    }
+    let target = telemetry::Target {
+        method: request.method().as_str(),
+        host: url.host_str(),
+        port: url.port_or_known_default(),
+        url,
+    };
+    let span = telemetry::attempt_span(call.span(), target, call.attempts());
     telemetry::inject_context(&span, request.headers_mut());
     (span, request)
-}
-
-fn record_result(span: &Span, result: &reqwest_middleware::Result<Response>, verdict: Verdict) {
-    match result {
-        // Nothing to record on a span no subscriber wants: the common case, kept cheap.
-        _ if span.is_disabled() => {}
-        Ok(response) => {
-            let status = response.status();
-            span.record("http.response.status_code", status.as_u16());
-            if status.is_server_error() {
-                span.record("error.type", status.as_str());
-                span.record("otel.status_code", "ERROR");
-            }
-        }
-        Err(_) => {
-            span.record("error.type", "request_error");
-            span.record("otel.status_code", "ERROR");
-        }
-    }
-    if verdict.is_retryable() {
-        tracing::debug!(parent: span, verdict = verdict.as_str(), "attempt failed");
-    }
 }
