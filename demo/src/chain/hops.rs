@@ -19,6 +19,7 @@ use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::stats::{Hop, Stats};
+use crate::telemetry::ServedBy;
 
 /// The db's fault window: from `start` for `length`, answers `slowdown` times slower and
 /// fails a share `error_rate` of requests with 503.
@@ -133,10 +134,10 @@ async fn continue_trace(State(hop): State<Hop>, request: Request, next: Next) ->
         "request",
         otel.name = %format_args!("{} {}", request.method(), request.uri().path()),
         otel.kind = "server",
-        service.name = hop.name(),
         http.request.method = %request.method(),
         url.path = request.uri().path(),
     );
-    let _ = span.set_parent(parent);
+    // Every span below this one, in this hop, inherits the hop's name (D2).
+    let _ = span.set_parent(parent.with_value(ServedBy(hop.name())));
     next.run(request).instrument(span).await
 }

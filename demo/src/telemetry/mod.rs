@@ -2,12 +2,16 @@
 //! (SPEC D2), else a compact console view of warnings. Either way `NestedRetry` spans are
 //! counted per hop for the summary.
 
+mod service_name;
+
+pub use service_name::{ServedBy, ServiceNameOnSpans};
+
 use std::sync::Arc;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::{global, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::{BatchSpanProcessor, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -45,17 +49,16 @@ pub fn init(service: &str, stats: Arc<Stats>) -> Result<Telemetry> {
         return Ok(Telemetry { provider: None });
     }
     let service = std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| service.to_owned());
-    // The standard OTEL_EXPORTER_OTLP_* variables configure the exporter (OTLP/HTTP).
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .build()?;
+    let exporter = exporter()?;
     let resource = Resource::builder()
         .with_service_name(service.clone())
         .with_attribute(KeyValue::new("openinference.project.name", project()))
         .build();
     let provider = SdkTracerProvider::builder()
         .with_resource(resource)
-        .with_batch_exporter(exporter)
+        .with_span_processor(ServiceNameOnSpans::new(
+            BatchSpanProcessor::builder(exporter).build(),
+        ))
         .build();
     // The exporter's own HTTP traffic is not the demo's: keep its libraries' spans out.
     let quiet =
@@ -67,6 +70,20 @@ pub fn init(service: &str, stats: Arc<Stats>) -> Result<Telemetry> {
     Ok(Telemetry {
         provider: Some(provider),
     })
+}
+
+/// The OTLP exporter the standard `OTEL_EXPORTER_OTLP_*` variables describe: gRPC when
+/// `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`, else OTLP/HTTP (protobuf, or JSON when asked).
+fn exporter() -> Result<opentelemetry_otlp::SpanExporter> {
+    let builder = opentelemetry_otlp::SpanExporter::builder();
+    let grpc = std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .is_ok_and(|protocol| protocol.trim().eq_ignore_ascii_case("grpc"));
+    let exporter = if grpc {
+        builder.with_tonic().build()?
+    } else {
+        builder.with_http().build()?
+    };
+    Ok(exporter)
 }
 
 /// The tracing backend's project for this run (Phoenix reads it from the resource).
