@@ -241,3 +241,104 @@ fn invalid_simulations_say_what_is_missing() {
     assert!(error.to_string().starts_with("invalid simulation: load"));
     assert!(Simulation::chain([]).run(1).is_err());
 }
+
+/// Clients of very different sizes, calls per second.
+const FLEET_SIZES: [f64; 10] = [200.0, 50.0, 20.0, 5.0, 5.0, 5.0, 1.0, 1.0, 1.0, 1.0];
+
+fn fleet(budget: RetryBudget) -> Simulation {
+    let client = RetryPolicy::builder().budget(budget).build().unwrap();
+    Simulation::fleet(
+        FLEET_SIZES
+            .iter()
+            .map(|&rate| (client.clone(), Load::constant(rate))),
+    )
+    .against(Dependency::healthy(ms(5), ms(20)).failing(0.5))
+    .for_duration(s(60))
+}
+
+#[test]
+fn s1_a_fleet_of_one_is_the_single_policy_run() {
+    let policy = s1_policy(true, s(1));
+    let dependency = Dependency::healthy(ms(20), ms(200)).brownout(s(2), 8.0, s(3));
+    let single = Simulation::policy(policy.clone())
+        .against(dependency.clone())
+        .under(Load::constant(200.0))
+        .for_duration(s(8))
+        .run(9)
+        .unwrap();
+    let fleet = Simulation::fleet([(policy, Load::constant(200.0))])
+        .against(dependency)
+        .for_duration(s(8))
+        .run(9)
+        .unwrap();
+    assert_eq!(format!("{single:?}"), format!("{fleet:?}"));
+    assert_eq!(single.seconds, fleet.seconds);
+}
+
+#[test]
+fn b1_the_fleet_wide_bound_is_one_plus_the_fraction_however_the_clients_differ() {
+    // With no floor, a client's retries are at most a tenth of its successes plus the one
+    // token its bucket starts with (B1, B3, B4), so the fleet's are too, whatever each size.
+    let pure = BudgetOptions::new().minimum_per_second(0.0);
+    let on = fleet(RetryBudget::automatic().with_options(pure))
+        .run(11)
+        .unwrap();
+    let off = fleet(RetryBudget::None).run(11).unwrap();
+    assert_eq!(on.calls, off.calls, "the same seed offers the same calls");
+    assert_eq!(on.hops.len(), FLEET_SIZES.len());
+    assert_eq!(on.calls, on.hops.iter().map(|h| h.calls).sum::<u64>());
+    for (member, &rate) in on.hops.iter().zip(&FLEET_SIZES) {
+        let expected = rate * 60.0;
+        assert!(
+            (member.calls as f64 - expected).abs() < 0.2 * expected + 10.0,
+            "{rate}/s for 60 s: {member:?}"
+        );
+    }
+    assert_eq!(on.attempts, on.hops.iter().map(|h| h.attempts).sum::<u64>());
+    for member in &on.hops {
+        let retries = member.attempts - member.calls;
+        assert!(
+            retries as f64 <= 0.1 * member.succeeded as f64 + 1.0,
+            "{member:?}"
+        );
+    }
+    let bound = 1.0 + 0.1 * on.availability() + FLEET_SIZES.len() as f64 / on.calls as f64;
+    assert!(on.load_multiplier() <= bound, "{on}");
+    assert!(
+        on.load_multiplier() > 1.03,
+        "the budget spends what it earns: {on}"
+    );
+    // Three attempts at a coin-flip dependency: 1 + ½ + ¼.
+    assert!((off.load_multiplier() - 1.75).abs() < 0.05, "{off}");
+}
+
+#[test]
+fn b2_the_floor_lets_small_clients_retry_past_the_fraction() {
+    // The default floor, 3 retries a second, is more than a 1-call-a-second client can
+    // spend: it retries as if it had no budget, while the 200-call-a-second one is held.
+    let on = fleet(RetryBudget::automatic()).run(11).unwrap();
+    let multiplier = |h: &nresilience_core::simulate::HopReport| h.attempts as f64 / h.calls as f64;
+    let largest = multiplier(&on.hops[0]);
+    let smallest = multiplier(&on.hops[FLEET_SIZES.len() - 1]);
+    assert!(largest < 1.15, "{:?}", on.hops[0]);
+    assert!(smallest > 1.6, "{:?}", on.hops[FLEET_SIZES.len() - 1]);
+}
+
+#[test]
+fn invalid_fleets_say_why() {
+    let policy = RetryPolicy::default();
+    let error = Simulation::fleet([(policy.clone(), Load::constant(1.0))])
+        .against(Dependency::healthy(ms(1), ms(1)))
+        .under(Load::constant(1.0))
+        .for_duration(s(1))
+        .run(1)
+        .unwrap_err();
+    assert!(error.reason().contains("bring their own loads"), "{error}");
+    let error = Simulation::fleet([(policy, Load::constant(1.0).peers(3))])
+        .against(Dependency::healthy(ms(1), ms(1)))
+        .for_duration(s(1))
+        .run(1)
+        .unwrap_err();
+    assert!(error.reason().contains("add members"), "{error}");
+    assert!(Simulation::fleet([]).run(1).is_err());
+}

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::dependency::Dependency;
 use super::load::Load;
-use super::report::{worst_second, HopReport, Second, SimulationReport};
+use super::report::{worst_second, HopReport, Second, SimulationReport, Totals};
 use super::rng::SplitMix64;
 use super::InvalidSimulation;
 use crate::breaker::CircuitBreaker;
@@ -33,9 +33,20 @@ const ALIGNMENT_TRIES: usize = 1_000;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Setup<'a> {
     pub(super) policies: &'a [RetryPolicy],
+    /// How the policies are arranged: one after another, or side by side.
+    pub(super) shape: Shape,
+    /// The load into each entry: the first policy of a chain, every member of a fleet.
+    pub(super) loads: &'a [Load],
     pub(super) dependency: &'a Dependency,
-    pub(super) load: Load,
     pub(super) duration: Duration,
+}
+
+/// A chain (each policy's attempts are calls under the next) or a fleet (every policy is a
+/// client of its own, calling the dependency with its own load).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Shape {
+    Chain,
+    Fleet,
 }
 
 pub(super) fn run(setup: Setup<'_>, seed: u64) -> Result<SimulationReport, InvalidSimulation> {
@@ -54,6 +65,13 @@ fn run_on_this_thread(setup: Setup<'_>, seed: u64) -> Result<SimulationReport, I
     let arrivals = seeds.next_u64();
     let dependency = seeds.next_u64();
     let jitter: Vec<u64> = setup.policies.iter().map(|_| seeds.next_u64()).collect();
+    // Drawn after the others, so a chain's streams are those of a one-entry run.
+    let more_arrivals: Vec<u64> = setup
+        .loads
+        .iter()
+        .skip(1)
+        .map(|_| seeds.next_u64())
+        .collect();
 
     for _ in 0..ALIGNMENT_TRIES {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -84,9 +102,8 @@ fn run_on_this_thread(setup: Setup<'_>, seed: u64) -> Result<SimulationReport, I
                 }
                 tokio::time::sleep_until(zero + TICK).await;
                 let world = Rc::new(World::new(policies, setup, SplitMix64::new(dependency)));
-                Ok(Some(
-                    drive(world, setup, SplitMix64::new(arrivals), seed).await,
-                ))
+                let arrivals = std::iter::once(arrivals).chain(more_arrivals.iter().copied());
+                Ok(Some(drive(world, setup, arrivals, seed).await))
             });
         if let Some(report) = started? {
             return Ok(report);
@@ -144,26 +161,39 @@ impl From<InvalidPolicy> for InvalidSimulation {
     }
 }
 
-/// Offers the load until the run's end, then waits for every call to finish.
+/// Offers each entry its load until the run's end, then waits for every call to finish.
 async fn drive(
     world: Rc<World>,
     setup: Setup<'_>,
-    mut arrivals: SplitMix64,
+    mut arrivals: impl Iterator<Item = u64>,
     seed: u64,
 ) -> SimulationReport {
-    let mut at = setup.load.gap(&mut arrivals);
-    loop {
-        // Arrivals are continuous; tokio's timers fire on whole milliseconds.
-        let since_start = Duration::from_millis(at.div_ceil(1_000_000));
-        if since_start >= setup.duration {
-            break;
-        }
-        let arrival = world.origin + since_start;
-        if arrival > Instant::now() {
-            tokio::time::sleep_until(arrival).await;
-        }
-        drop(spawn(&world, 0));
-        at = at.saturating_add(setup.load.gap(&mut arrivals));
+    let first = arrivals.next().unwrap_or(seed);
+    let others: Vec<_> = (setup.loads.iter().enumerate().skip(1))
+        .zip(arrivals)
+        .map(|((entry, &load), stream)| {
+            tokio::task::spawn_local(arrive(
+                Rc::clone(&world),
+                entry,
+                load,
+                SplitMix64::new(stream),
+                setup.duration,
+            ))
+        })
+        .collect();
+    if let Some(&load) = setup.loads.first() {
+        arrive(
+            Rc::clone(&world),
+            0,
+            load,
+            SplitMix64::new(first),
+            setup.duration,
+        )
+        .await;
+    }
+    for other in others {
+        // A panicked arrival loop is reported with the calls', below.
+        let _ = other.await;
     }
     poll_fn(|cx| {
         let mut state = world.state.borrow_mut();
@@ -180,6 +210,30 @@ async fn drive(
         "a simulated call panicked; its message is above"
     );
     world.report(setup.duration, seed)
+}
+
+/// Starts calls under the policy `entry` at the load's arrival times until `duration`.
+async fn arrive(
+    world: Rc<World>,
+    entry: usize,
+    load: Load,
+    mut arrivals: SplitMix64,
+    duration: Duration,
+) {
+    let mut at = load.gap(&mut arrivals);
+    loop {
+        // Arrivals are continuous; tokio's timers fire on whole milliseconds.
+        let since_start = Duration::from_millis(at.div_ceil(1_000_000));
+        if since_start >= duration {
+            break;
+        }
+        let arrival = world.origin + since_start;
+        if arrival > Instant::now() {
+            tokio::time::sleep_until(arrival).await;
+        }
+        drop(spawn(&world, entry));
+        at = at.saturating_add(load.gap(&mut arrivals));
+    }
 }
 
 /// The dependency's answer to an attempt, as the attempt closure returns it.
@@ -215,9 +269,9 @@ async fn attempt(world: Rc<World>, hop: usize) -> Result<(), Failure> {
         tally.attempts += 1;
         tally.second(world.since(now)).attempts += 1;
     });
-    let ok = if hop + 1 < world.policies.len() {
+    let ok = if let Some(next) = world.next(hop) {
         // A panicked downstream call is reported when the run ends.
-        matches!(spawn(&world, hop + 1).await, Ok(true))
+        matches!(spawn(&world, next).await, Ok(true))
     } else {
         let (answer, _in_flight) = world.serve(now);
         if !answer.latency.is_zero() {
@@ -239,6 +293,7 @@ async fn attempt(world: Rc<World>, hop: usize) -> Result<(), Failure> {
 struct World {
     origin: Instant,
     policies: Vec<RetryPolicy>,
+    shape: Shape,
     dependency: Dependency,
     peers: u64,
     state: RefCell<State>,
@@ -277,11 +332,17 @@ impl HopTally {
 impl World {
     fn new(policies: Vec<RetryPolicy>, setup: Setup<'_>, rng: SplitMix64) -> Self {
         let hops = policies.iter().map(|_| HopTally::default()).collect();
+        // A fleet simulates every client; a chain's load may stand for peers that are not.
+        let peers = match setup.shape {
+            Shape::Chain => setup.loads.first().map_or(1, Load::get_peers),
+            Shape::Fleet => 1,
+        };
         Self {
             origin: Instant::now(),
             policies,
+            shape: setup.shape,
             dependency: setup.dependency.clone(),
-            peers: u64::from(setup.load.get_peers()),
+            peers: u64::from(peers),
             state: RefCell::new(State {
                 rng,
                 in_flight: 0,
@@ -292,6 +353,23 @@ impl World {
                 panicked: false,
             }),
         }
+    }
+
+    /// The policy serving `hop`'s attempts, or `None` when they reach the dependency.
+    fn next(&self, hop: usize) -> Option<usize> {
+        match self.shape {
+            Shape::Chain => Some(hop + 1).filter(|&next| next < self.policies.len()),
+            Shape::Fleet => None,
+        }
+    }
+
+    /// Whether the load calls `hop` directly (its calls are the run's calls).
+    fn is_entry(&self, hop: usize) -> bool {
+        self.shape == Shape::Fleet || hop == 0
+    }
+
+    fn reaches_dependency(&self, hop: usize) -> bool {
+        self.next(hop).is_none()
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
@@ -323,7 +401,7 @@ impl World {
         let succeeded = report.stop == StopReason::Succeeded;
         let now = Instant::now();
         self.with(|state| {
-            if hop == 0 {
+            if self.is_entry(hop) {
                 state.latencies.push(now.saturating_duration_since(started));
             }
             let tally = &mut state.hops[hop];
@@ -358,32 +436,47 @@ impl World {
                 .0,
             })
             .collect();
-        let caller = state
+        let entries: Vec<&HopTally> = (state.hops.iter().enumerate())
+            .filter(|&(hop, _)| self.is_entry(hop))
+            .map(|(_, tally)| tally)
+            .collect();
+        let reaching: Vec<&HopTally> = (state.hops.iter().enumerate())
+            .filter(|&(hop, _)| self.reaches_dependency(hop))
+            .map(|(_, tally)| tally)
+            .collect();
+        let length = state
             .hops
-            .first()
-            .map(|t| t.seconds.as_slice())
-            .unwrap_or_default();
-        let reaching = state
-            .hops
-            .last()
-            .map(|t| t.seconds.as_slice())
-            .unwrap_or_default();
-        let seconds = (0..caller.len().max(reaching.len()))
+            .iter()
+            .map(|t| t.seconds.len())
+            .max()
+            .unwrap_or(0);
+        let seconds = (0..length)
             .map(|i| {
-                let top = caller.get(i).copied().unwrap_or_default();
+                let sum = |tallies: &[&HopTally], field: fn(&Second) -> u64| {
+                    tallies
+                        .iter()
+                        .filter_map(|t| t.seconds.get(i))
+                        .map(field)
+                        .sum()
+                };
                 Second {
-                    calls: top.calls,
-                    attempts: reaching.get(i).map_or(0, |s| s.attempts),
-                    failed: top.failed,
+                    calls: sum(&entries, |s| s.calls),
+                    attempts: sum(&reaching, |s| s.attempts),
+                    failed: sum(&entries, |s| s.failed),
                 }
             })
             .collect();
-        let attempts_cut = hops.last().map_or(0, |h| h.attempts_cut);
+        let totals = Totals {
+            calls: entries.iter().map(|t| t.calls).sum(),
+            succeeded: entries.iter().map(|t| t.succeeded).sum(),
+            attempts: reaching.iter().map(|t| t.attempts).sum(),
+            attempts_cut: reaching.iter().map(|t| t.attempts - t.answered).sum(),
+        };
         SimulationReport::new(
             seed,
             duration,
             hops,
-            attempts_cut,
+            totals,
             seconds,
             std::mem::take(&mut state.latencies),
         )

@@ -43,6 +43,8 @@
 //! - **Attempts**: the attempt closure sleeps the latency the dependency drew and returns
 //!   `Ok(())` or an error the default classifier calls transient. An attempt the policy cuts
 //!   (its timeout or measured ceiling) is dropped, and stops occupying the dependency.
+//! - **Fleets**: with [`Simulation::fleet`], every member is a client of its own (its own
+//!   policy and load) calling the one dependency; they meet only in its capacity.
 //! - **Chains**: with [`Simulation::chain`], each policy's attempt is a request to the next
 //!   hop, served by a call under the next policy in a task of its own; a caller that gives up
 //!   does not cancel it (a server does not see its client leave).
@@ -74,6 +76,7 @@ pub use load::Load;
 pub use report::{HopReport, Second, SimulationReport};
 
 use crate::RetryPolicy;
+use engine::Shape;
 
 /// A simulation being set up: a policy (or a chain of them), a dependency, a load and a
 /// duration. Every setter returns the simulation, so a half-built one can be cloned and varied.
@@ -81,6 +84,9 @@ use crate::RetryPolicy;
 #[must_use]
 pub struct Simulation {
     policies: Vec<RetryPolicy>,
+    shape: Shape,
+    /// A fleet's loads, one per member; a chain's load comes from `under`.
+    fleet_loads: Vec<Load>,
     dependency: Option<Dependency>,
     load: Option<Load>,
     duration: Option<Duration>,
@@ -116,6 +122,45 @@ impl Simulation {
     pub fn chain(policies: impl IntoIterator<Item = RetryPolicy>) -> Self {
         Self {
             policies: policies.into_iter().collect(),
+            shape: Shape::Chain,
+            fleet_loads: Vec::new(),
+            dependency: None,
+            load: None,
+            duration: None,
+        }
+    }
+
+    /// Simulates a fleet: many clients, each with its own policy (its own bucket) and its own
+    /// load, calling one dependency side by side. The report's calls and attempts are the
+    /// fleet's; [`SimulationReport::hops`] holds each member's, in order. Every member is
+    /// simulated, so a member's load takes no [`peers`](Load::peers); the loads replace
+    /// [`under`](Self::under).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use nresilience_core::simulate::{Dependency, Load, Simulation};
+    /// use nresilience_core::RetryPolicy;
+    ///
+    /// let (ms, s) = (Duration::from_millis, Duration::from_secs);
+    /// let client = RetryPolicy::builder().build()?;
+    /// let fleet = (1..=4).map(|n| (client.clone(), Load::constant(f64::from(n) * 25.0)));
+    /// let report = Simulation::fleet(fleet)
+    ///     .against(Dependency::healthy(ms(5), ms(20)).failing(0.5))
+    ///     .for_duration(s(20))
+    ///     .run(3)?;
+    /// assert_eq!(report.hops.len(), 4);
+    /// assert_eq!(report.calls, report.hops.iter().map(|h| h.calls).sum::<u64>());
+    /// // Half the first attempts fail, yet each client's budget holds its retries near a
+    /// // tenth of its successes plus the floor: far below the 1.75× that three attempts allow.
+    /// assert!(report.load_multiplier() < 1.4, "{report}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn fleet(members: impl IntoIterator<Item = (RetryPolicy, Load)>) -> Self {
+        let (policies, fleet_loads) = members.into_iter().unzip();
+        Self {
+            policies,
+            shape: Shape::Fleet,
+            fleet_loads,
             dependency: None,
             load: None,
             duration: None,
@@ -128,7 +173,8 @@ impl Simulation {
         self
     }
 
-    /// The load offered. Required.
+    /// The load offered to a chain's first policy. Required for a chain; a fleet's members
+    /// bring their own.
     pub fn under(mut self, load: Load) -> Self {
         self.load = Some(load);
         self
@@ -151,21 +197,45 @@ impl Simulation {
         let dependency = self.dependency.as_ref().ok_or_else(|| {
             InvalidSimulation::new("the simulation has no dependency: call against()".to_owned())
         })?;
-        let load = self.load.ok_or_else(|| {
-            InvalidSimulation::new("the simulation has no load: call under()".to_owned())
-        })?;
+        let chain_load;
+        let loads: &[Load] = match self.shape {
+            Shape::Chain => {
+                chain_load = [self.load.ok_or_else(|| {
+                    InvalidSimulation::new("the simulation has no load: call under()".to_owned())
+                })?];
+                &chain_load
+            }
+            Shape::Fleet => {
+                if self.load.is_some() {
+                    return Err(InvalidSimulation::new(
+                        "a fleet's members bring their own loads: pass (policy, load) pairs to \
+                         fleet() instead of calling under()"
+                            .to_owned(),
+                    ));
+                }
+                if self.fleet_loads.iter().any(|load| load.get_peers() != 1) {
+                    return Err(InvalidSimulation::new(
+                        "every fleet member is simulated: add members instead of peers".to_owned(),
+                    ));
+                }
+                &self.fleet_loads
+            }
+        };
         let duration = self.duration.filter(|d| !d.is_zero()).ok_or_else(|| {
             InvalidSimulation::new(
                 "the simulation needs a duration longer than zero: call for_duration()".to_owned(),
             )
         })?;
         dependency.validate()?;
-        load.validate()?;
+        for load in loads {
+            load.validate()?;
+        }
         engine::run(
             engine::Setup {
                 policies: &self.policies,
+                shape: self.shape,
+                loads,
                 dependency,
-                load,
                 duration,
             },
             seed,

@@ -13,7 +13,8 @@ pub struct Second {
     pub failed: u64,
 }
 
-/// What one policy of the simulated chain did; a single-policy run has one.
+/// What one policy of the simulated chain, or one client of the simulated fleet, did; a
+/// single-policy run has one.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct HopReport {
@@ -46,11 +47,11 @@ pub struct SimulationReport {
     pub seed: u64,
     /// How long load was offered; calls in flight at the end were allowed to finish.
     pub duration: Duration,
-    /// Calls the load started.
+    /// Calls the load started (into a chain's first policy, or into every fleet member).
     pub calls: u64,
     /// Calls that ended in success.
     pub succeeded: u64,
-    /// Attempts that reached the dependency, from every hop's retries together.
+    /// Attempts that reached the dependency, from every hop's (or member's) retries together.
     pub attempts: u64,
     /// Attempts at the dependency that the last policy cut before it answered.
     pub attempts_cut: u64,
@@ -63,10 +64,19 @@ pub struct SimulationReport {
     pub worst_second: Option<Duration>,
     /// Every second of the run and of the drain after it, in order.
     pub seconds: Vec<Second>,
-    /// One entry per policy, the caller's first.
+    /// One entry per policy: a chain's caller first, a fleet's members in their order.
     pub hops: Vec<HopReport>,
     /// Every call's latency, sorted.
     latencies: Vec<Duration>,
+}
+
+/// The run's calls (from the load) and attempts (at the dependency), whatever the shape.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Totals {
+    pub(super) calls: u64,
+    pub(super) succeeded: u64,
+    pub(super) attempts: u64,
+    pub(super) attempts_cut: u64,
 }
 
 impl SimulationReport {
@@ -74,21 +84,20 @@ impl SimulationReport {
         seed: u64,
         duration: Duration,
         hops: Vec<HopReport>,
-        attempts_cut: u64,
+        totals: Totals,
         seconds: Vec<Second>,
         mut latencies: Vec<Duration>,
     ) -> Self {
         latencies.sort_unstable();
         let (amplification, worst) =
             worst_second(seconds.iter().map(|s| (s.calls, s.attempts)), duration);
-        let first = hops.first();
         Self {
             seed,
             duration,
-            calls: first.map_or(0, |h| h.calls),
-            succeeded: first.map_or(0, |h| h.succeeded),
-            attempts: hops.last().map_or(0, |h| h.attempts),
-            attempts_cut,
+            calls: totals.calls,
+            succeeded: totals.succeeded,
+            attempts: totals.attempts,
+            attempts_cut: totals.attempts_cut,
             budget_refusals: hops.iter().map(|h| h.budget_refusals).sum(),
             amplification,
             worst_second: worst.map(|second| Duration::from_secs(second as u64)),
@@ -234,7 +243,7 @@ mod tests {
             1,
             Duration::from_secs(1),
             Vec::new(),
-            0,
+            Totals::default(),
             Vec::new(),
             (1..=100).rev().map(ms).collect(),
         );

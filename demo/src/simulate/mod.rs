@@ -5,6 +5,8 @@
 //! 8× slower from 30 s for a minute, 500 calls a second for five minutes, the default policy
 //! with a 10 s deadline. See `docs/simulation.md` for the figures and what they mean.
 
+mod fleet;
+
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -54,6 +56,9 @@ pub(crate) struct Args {
     /// How long the brownout lasts.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     brownout_lasting: Duration,
+    /// The share of attempts the dependency fails outright, all run long (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    failing: f64,
     /// How often the measured attempt ceiling is refitted (ours: 1s; the original: 75s).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     ceiling_refresh: Duration,
@@ -64,6 +69,10 @@ pub(crate) struct Args {
     /// dependency (3: frontend → backend → db client → db).
     #[arg(long, default_value_t = 1)]
     hops: usize,
+    /// Split the load over a fleet of 35 clients of five sizes, each with its own budget, and
+    /// run it with the budget off, on, and on without its floor.
+    #[arg(long, conflicts_with_all = ["hops", "plot", "compare_refresh", "budget"])]
+    fleet: bool,
     /// Write an SVG chart of the attempts reaching the dependency per second.
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -91,6 +100,10 @@ struct Run {
 }
 
 pub(crate) fn main(args: &Args) -> Result<()> {
+    let dependency = dependency(args);
+    if args.fleet {
+        return fleet::main(args, &dependency);
+    }
     let mut refreshes = vec![args.ceiling_refresh];
     if args.compare_refresh && args.ceiling_refresh != ORIGINAL_REFRESH {
         refreshes.push(ORIGINAL_REFRESH);
@@ -100,16 +113,6 @@ pub(crate) fn main(args: &Args) -> Result<()> {
         BudgetSetting::On => &[true],
         BudgetSetting::Both => &[false, true],
     };
-    let tail = match args.tail {
-        TailSetting::LogLogistic => Tail::LogLogistic,
-        TailSetting::LogNormal => Tail::LogNormal,
-    };
-    let dependency = Dependency::healthy(args.p50, args.p99).tail(tail).brownout(
-        args.brownout_after,
-        args.brownout_slower,
-        args.brownout_lasting,
-    );
-
     if !args.json {
         println!(
             "storm: {} calls/s for {:?} against p50 {:?} / p99 {:?} ({:?} tail), {}× slower from {:?} for {:?}; seed {}; {} polic{} in series",
@@ -161,6 +164,24 @@ pub(crate) fn main(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// SPEC S1's dependency, with the knobs the arguments turn.
+fn dependency(args: &Args) -> Dependency {
+    let tail = match args.tail {
+        TailSetting::LogLogistic => Tail::LogLogistic,
+        TailSetting::LogNormal => Tail::LogNormal,
+    };
+    let dependency = Dependency::healthy(args.p50, args.p99).tail(tail).brownout(
+        args.brownout_after,
+        args.brownout_slower,
+        args.brownout_lasting,
+    );
+    if args.failing > 0.0 {
+        dependency.failing(args.failing)
+    } else {
+        dependency
+    }
+}
+
 /// SPEC S1's policy: the defaults with a 10 s deadline, at one ceiling refresh.
 fn policy(refresh: Duration, budget: bool) -> Result<RetryPolicy> {
     let builder = RetryPolicy::builder()
@@ -198,6 +219,13 @@ fn on_off(budget: bool) -> &'static str {
     }
 }
 
+/// When the run's worst second began, for the table.
+fn worst_second(report: &SimulationReport) -> String {
+    report
+        .worst_second
+        .map_or_else(|| "-".to_owned(), |at| format!("{}s", at.as_secs()))
+}
+
 fn print_row(run: &Run) {
     let r = &run.report;
     println!(
@@ -208,8 +236,7 @@ fn print_row(run: &Run) {
         r.availability(),
         r.load_multiplier(),
         r.amplification,
-        r.worst_second
-            .map_or_else(|| "-".to_owned(), |at| format!("{at:?}")),
+        worst_second(r),
         format!("{:?}", r.latency(0.5)),
         format!("{:?}", r.latency(0.99)),
         r.attempts_cut,

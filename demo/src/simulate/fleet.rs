@@ -1,0 +1,169 @@
+//! `demo simulate --fleet`: the same storm against a fleet of clients of very different
+//! sizes instead of one, each with its own policy and bucket (the seed's "however the clients
+//! differ in size" claim).
+
+use std::time::{Duration, Instant};
+
+use nresilience_core::simulate::{Dependency, HopReport, Load, Simulation, SimulationReport};
+use nresilience_core::{BudgetOptions, RetryBudget, RetryPolicy};
+use serde_json::json;
+
+use super::{policy, worst_second, Args, Result};
+
+/// (clients, calls per second each): 35 clients, 500 calls a second together.
+const SIZES: [(usize, f64); 5] = [(1, 240.0), (2, 60.0), (4, 20.0), (8, 5.0), (20, 1.0)];
+
+/// How each client's budget is set for one run.
+#[derive(Debug, Clone, Copy)]
+enum FleetBudget {
+    Off,
+    On,
+    /// The fraction alone: no floor, so a bucket holds at most one token (B2, B3).
+    OnWithoutFloor,
+}
+
+impl FleetBudget {
+    const ALL: [Self; 3] = [Self::Off, Self::On, Self::OnWithoutFloor];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::On => "on",
+            Self::OnWithoutFloor => "on, no floor",
+        }
+    }
+
+    fn policy(self, refresh: Duration) -> Result<RetryPolicy> {
+        Ok(match self {
+            Self::Off => policy(refresh, false)?,
+            Self::On => policy(refresh, true)?,
+            Self::OnWithoutFloor => policy(refresh, true)?
+                .reconfigure()
+                .budget(
+                    RetryBudget::automatic()
+                        .with_options(BudgetOptions::new().minimum_per_second(0.0)),
+                )
+                .build()?,
+        })
+    }
+}
+
+/// The fleet's members, largest first, scaled so that together they offer `args.rate`.
+fn members(args: &Args) -> Vec<f64> {
+    let total: f64 = SIZES.iter().map(|&(n, rate)| n as f64 * rate).sum();
+    let scale = args.rate / total;
+    SIZES
+        .iter()
+        .flat_map(|&(n, rate)| std::iter::repeat_n(rate * scale, n))
+        .collect()
+}
+
+pub(super) fn main(args: &Args, dependency: &Dependency) -> Result<()> {
+    let rates = members(args);
+    if !args.json {
+        let sizes: Vec<String> = SIZES
+            .iter()
+            .map(|&(n, rate)| format!("{n}×{}", rate * args.rate / 500.0))
+            .collect();
+        println!(
+            "fleet: {} clients ({} calls/s) = {} calls/s for {:?}, the storm above, seed {}",
+            rates.len(),
+            sizes.join(", "),
+            args.rate,
+            args.duration,
+            args.seed
+        );
+        println!(
+            "{:<13} {:>7} {:>12} {:>10} {:>13} {:>12}   load multiplier by client size (calls/s)",
+            "budget", "calls", "availability", "load mult", "amplification", "worst second"
+        );
+    }
+    for budget in FleetBudget::ALL {
+        let client = budget.policy(args.ceiling_refresh)?;
+        let started = Instant::now();
+        let report = Simulation::fleet(
+            rates
+                .iter()
+                .map(|&rate| (client.clone(), Load::constant(rate))),
+        )
+        .against(dependency.clone())
+        .for_duration(args.duration)
+        .run(args.seed)?;
+        let wall = started.elapsed();
+        let by_size = by_size(&report.hops, &rates);
+        if args.json {
+            println!("{}", to_json(args, budget, &report, &by_size));
+        } else {
+            print_row(budget, &report, &by_size);
+            eprintln!("simulated in {:.1}s", wall.as_secs_f64());
+        }
+    }
+    Ok(())
+}
+
+/// Each size class's calls and attempts together, largest first.
+fn by_size(members: &[HopReport], rates: &[f64]) -> Vec<(f64, u64, u64)> {
+    let mut classes: Vec<(f64, u64, u64)> = Vec::new();
+    for (member, &rate) in members.iter().zip(rates) {
+        match classes.last_mut() {
+            Some(class) if class.0 == rate => {
+                class.1 += member.calls;
+                class.2 += member.attempts;
+            }
+            _ => classes.push((rate, member.calls, member.attempts)),
+        }
+    }
+    classes
+}
+
+fn multiplier(calls: u64, attempts: u64) -> f64 {
+    if calls == 0 {
+        0.0
+    } else {
+        attempts as f64 / calls as f64
+    }
+}
+
+fn print_row(budget: FleetBudget, r: &SimulationReport, by_size: &[(f64, u64, u64)]) {
+    let classes: Vec<String> = by_size
+        .iter()
+        .map(|&(rate, calls, attempts)| format!("{rate}: {:.3}", multiplier(calls, attempts)))
+        .collect();
+    println!(
+        "{:<13} {:>7} {:>12.4} {:>10.3} {:>13.3} {:>12}   {}",
+        budget.name(),
+        r.calls,
+        r.availability(),
+        r.load_multiplier(),
+        r.amplification,
+        worst_second(r),
+        classes.join("  "),
+    );
+}
+
+fn to_json(
+    args: &Args,
+    budget: FleetBudget,
+    r: &SimulationReport,
+    by_size: &[(f64, u64, u64)],
+) -> serde_json::Value {
+    json!({
+        "fleet": true,
+        "seed": r.seed,
+        "budget": budget.name(),
+        "rate": args.rate,
+        "clients": r.hops.len(),
+        "calls": r.calls,
+        "availability": r.availability(),
+        "load_multiplier": r.load_multiplier(),
+        "amplification": r.amplification,
+        "worst_second_s": r.worst_second.map(|at| at.as_secs()),
+        "budget_refusals": r.budget_refusals,
+        "by_size": by_size.iter().map(|&(rate, calls, attempts)| json!({
+            "calls_per_second_each": rate,
+            "calls": calls,
+            "attempts": attempts,
+            "load_multiplier": multiplier(calls, attempts),
+        })).collect::<Vec<_>>(),
+    })
+}
