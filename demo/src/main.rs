@@ -78,6 +78,38 @@ async fn serve_hop(hop: Hop, args: HopArgs, stats: Arc<Stats>) -> Result<()> {
     };
     let addr = chain::serve(app, args.listen).await?;
     println!("{} listening on http://{addr}/", hop.name());
+    let ticker = tokio::spawn(hop_progress(hop, Arc::clone(&stats)));
     tokio::signal::ctrl_c().await?;
+    ticker.abort();
+    println!(
+        "{}: {} requests, {} NestedRetry, {} budget refusals, busiest second {} requests",
+        hop.name(),
+        stats.received_total(hop),
+        stats.nested_total(hop),
+        stats.refusals(hop),
+        (0..=stats.second())
+            .map(|second| stats.received_in(hop, second))
+            .max()
+            .unwrap_or(0),
+    );
     Ok(())
+}
+
+/// A line a second for a hop running alone: what it received, nested and refused.
+async fn hop_progress(hop: Hop, stats: Arc<Stats>) {
+    let mut ticker = tokio::time::interval(std::time::Duration::from_secs(1));
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        let second = stats.second().saturating_sub(1);
+        let received = stats.received_in(hop, second);
+        if received > 0 {
+            println!(
+                "t={second:>3}s  {}: {received:>6} requests  NestedRetry {:>7}  refusals {:>7}",
+                hop.name(),
+                stats.nested_total(hop),
+                stats.refusals(hop),
+            );
+        }
+    }
 }
