@@ -1,4 +1,5 @@
-//! Where the demo's spans go: an OTLP endpoint when `OTEL_EXPORTER_OTLP_ENDPOINT` is set
+//! Where the demo's spans go: an OTLP endpoint when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set
 //! (SPEC D2), else a compact console view of warnings. Either way `NestedRetry` spans are
 //! counted per hop for the summary.
 
@@ -44,7 +45,11 @@ pub fn init(service: &str, stats: Arc<Stats>) -> Result<Telemetry> {
     let counter = NestedCounter::new(stats);
     let registry = tracing_subscriber::registry().with(console).with(counter);
 
-    if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_none() {
+    let endpoint = [
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ];
+    if endpoint.iter().all(|name| std::env::var_os(name).is_none()) {
         registry.try_init()?;
         return Ok(Telemetry { provider: None });
     }
@@ -73,10 +78,12 @@ pub fn init(service: &str, stats: Arc<Stats>) -> Result<Telemetry> {
 }
 
 /// The OTLP exporter the standard `OTEL_EXPORTER_OTLP_*` variables describe: gRPC when
-/// `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`, else OTLP/HTTP (protobuf, or JSON when asked).
+/// the protocol (`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`) is
+/// `grpc`, else OTLP/HTTP (protobuf, or JSON when asked).
 fn exporter() -> Result<opentelemetry_otlp::SpanExporter> {
     let builder = opentelemetry_otlp::SpanExporter::builder();
-    let grpc = std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL")
+    let grpc = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
         .is_ok_and(|protocol| protocol.trim().eq_ignore_ascii_case("grpc"));
     let exporter = if grpc {
         builder.with_tonic().build()?
