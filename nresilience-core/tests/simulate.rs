@@ -276,6 +276,26 @@ fn s1_a_fleet_of_one_is_the_single_policy_run() {
 }
 
 #[test]
+fn s2_a_fleet_is_deterministic_and_its_members_draw_their_own_streams() {
+    let (small, large) = (Load::constant(20.0), Load::constant(80.0));
+    let run = |loads: [Load; 2]| {
+        Simulation::fleet(loads.map(|load| (s1_policy(true, s(1)), load)))
+            .against(Dependency::healthy(ms(20), ms(200)).brownout(s(2), 8.0, s(3)))
+            .for_duration(s(8))
+            .run(5)
+            .unwrap()
+    };
+    let first = run([small, large]);
+    assert_eq!(first, run([small, large]));
+    let swapped = run([large, small]);
+    // Swapping the members swaps which stream each arrival loop draws from.
+    assert_ne!(first.seconds, swapped.seconds);
+    assert_eq!(first.hops.len(), 2);
+    assert!(first.hops[0].calls < first.hops[1].calls, "{first:?}");
+    assert!(swapped.hops[0].calls > swapped.hops[1].calls, "{swapped:?}");
+}
+
+#[test]
 fn b1_the_fleet_wide_bound_is_one_plus_the_fraction_however_the_clients_differ() {
     // With no floor, a client's retries are at most a tenth of its successes plus the one
     // token its bucket starts with (B1, B3, B4), so the fleet's are too, whatever each size.

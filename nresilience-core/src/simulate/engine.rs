@@ -65,13 +65,10 @@ fn run_on_this_thread(setup: Setup<'_>, seed: u64) -> Result<SimulationReport, I
     let arrivals = seeds.next_u64();
     let dependency = seeds.next_u64();
     let jitter: Vec<u64> = setup.policies.iter().map(|_| seeds.next_u64()).collect();
-    // Drawn after the others, so a chain's streams are those of a one-entry run.
-    let more_arrivals: Vec<u64> = setup
-        .loads
-        .iter()
-        .skip(1)
-        .map(|_| seeds.next_u64())
-        .collect();
+    // The first entry's stream is drawn first and the others after the jitter seeds, so a
+    // chain (one entry) draws what a single policy does.
+    let mut arrival_streams = vec![arrivals];
+    arrival_streams.extend(setup.loads.iter().skip(1).map(|_| seeds.next_u64()));
 
     for _ in 0..ALIGNMENT_TRIES {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -102,8 +99,7 @@ fn run_on_this_thread(setup: Setup<'_>, seed: u64) -> Result<SimulationReport, I
                 }
                 tokio::time::sleep_until(zero + TICK).await;
                 let world = Rc::new(World::new(policies, setup, SplitMix64::new(dependency)));
-                let arrivals = std::iter::once(arrivals).chain(more_arrivals.iter().copied());
-                Ok(Some(drive(world, setup, arrivals, seed).await))
+                Ok(Some(drive(world, setup, &arrival_streams, seed).await))
             });
         if let Some(report) = started? {
             return Ok(report);
@@ -165,13 +161,12 @@ impl From<InvalidPolicy> for InvalidSimulation {
 async fn drive(
     world: Rc<World>,
     setup: Setup<'_>,
-    mut arrivals: impl Iterator<Item = u64>,
+    arrival_streams: &[u64],
     seed: u64,
 ) -> SimulationReport {
-    let first = arrivals.next().unwrap_or(seed);
-    let others: Vec<_> = (setup.loads.iter().enumerate().skip(1))
-        .zip(arrivals)
-        .map(|((entry, &load), stream)| {
+    let entries = setup.loads.iter().zip(arrival_streams);
+    let others: Vec<_> = (entries.clone().enumerate().skip(1))
+        .map(|(entry, (&load, &stream))| {
             tokio::task::spawn_local(arrive(
                 Rc::clone(&world),
                 entry,
@@ -181,19 +176,24 @@ async fn drive(
             ))
         })
         .collect();
-    if let Some(&load) = setup.loads.first() {
+    // The first entry's arrivals run inline, as a single policy's always have: spawning them
+    // would reorder the tasks and change a chain's figures.
+    if let Some((&load, &stream)) = entries.clone().next() {
         arrive(
             Rc::clone(&world),
             0,
             load,
-            SplitMix64::new(first),
+            SplitMix64::new(stream),
             setup.duration,
         )
         .await;
     }
     for other in others {
-        // A panicked arrival loop is reported with the calls', below.
-        let _ = other.await;
+        if let Err(error) = other.await {
+            if error.is_panic() {
+                std::panic::resume_unwind(error.into_panic());
+            }
+        }
     }
     poll_fn(|cx| {
         let mut state = world.state.borrow_mut();

@@ -78,8 +78,8 @@ pub use report::{HopReport, Second, SimulationReport};
 use crate::RetryPolicy;
 use engine::Shape;
 
-/// A simulation being set up: a policy (or a chain of them), a dependency, a load and a
-/// duration. Every setter returns the simulation, so a half-built one can be cloned and varied.
+/// A simulation being set up: a policy (or a chain of them) with a load, or a fleet of
+/// policies each with its own load; a dependency; and a duration. Every setter returns the simulation, so a half-built one can be cloned and varied.
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct Simulation {

@@ -53,7 +53,8 @@ pub struct SimulationReport {
     pub succeeded: u64,
     /// Attempts that reached the dependency, from every hop's (or member's) retries together.
     pub attempts: u64,
-    /// Attempts at the dependency that the last policy cut before it answered.
+    /// Attempts at the dependency that the policies calling it (a chain's last, every fleet
+    /// member) cut before it answered.
     pub attempts_cut: u64,
     /// Calls ended by a budget refusal, at every hop.
     pub budget_refusals: u64,
