@@ -81,14 +81,24 @@ pub fn init(service: &str, stats: Arc<Stats>) -> Result<Telemetry> {
 /// the protocol (`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`) is
 /// `grpc`, else OTLP/HTTP (protobuf, or JSON when asked).
 fn exporter() -> Result<opentelemetry_otlp::SpanExporter> {
+    use opentelemetry_otlp::{Protocol, WithExportConfig};
+
     let builder = opentelemetry_otlp::SpanExporter::builder();
-    let grpc = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+    let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
-        .is_ok_and(|protocol| protocol.trim().eq_ignore_ascii_case("grpc"));
-    let exporter = if grpc {
-        builder.with_tonic().build()?
-    } else {
-        builder.with_http().build()?
+        .unwrap_or_default();
+    // Spelled out: with both HTTP encodings compiled in, the exporter's own fallback is JSON,
+    // while the OpenTelemetry default (and what Phoenix accepts) is protobuf.
+    let exporter = match protocol.trim().to_ascii_lowercase().as_str() {
+        "grpc" => builder.with_tonic().build()?,
+        "http/json" => builder
+            .with_http()
+            .with_protocol(Protocol::HttpJson)
+            .build()?,
+        _ => builder
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .build()?,
     };
     Ok(exporter)
 }
