@@ -68,6 +68,16 @@ impl Span {
     }
 }
 
+/// A byte of a query value: unreserved characters as they are, the rest percent-encoded
+/// (Phoenix's cursors are base64, with `+`, `/` and `=`).
+fn percent_encoded(byte: u8) -> String {
+    if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+        char::from(byte).to_string()
+    } else {
+        format!("%{byte:02X}")
+    }
+}
+
 struct Phoenix {
     url: String,
     client: Client,
@@ -93,7 +103,8 @@ impl Phoenix {
                 self.url
             );
             if let Some(cursor) = &cursor {
-                url.push_str(&format!("&cursor={cursor}"));
+                url.push_str("&cursor=");
+                url.extend(cursor.bytes().map(percent_encoded));
             }
             let response = self
                 .client
@@ -148,11 +159,12 @@ impl Phoenix {
     }
 }
 
-/// A trace holding all three things the test looks for, with their span ids.
+/// One user action's trace, as Phoenix stored it: the backend request that reported
+/// `NestedRetry`, the frontend request above it, and a resend to db below it.
 #[derive(Debug)]
 struct Evidence {
-    trace_id: String,
     nested_retry: Span,
+    backend_request: Span,
     frontend_request: Span,
     retried_db_request: Span,
     resend_count: i64,
@@ -160,36 +172,46 @@ struct Evidence {
 
 fn find_evidence(spans: &[Span]) -> Option<Evidence> {
     let by_id: HashMap<&str, &Span> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
-    let parent_of = |span: &Span| span.parent_id.as_deref().and_then(|id| by_id.get(id));
+    let parent_of = |span: &Span| {
+        span.parent_id
+            .as_deref()
+            .and_then(|id| by_id.get(id).copied())
+    };
+    // The nearest ancestor of `span` that is `service`'s request span.
+    let request_above = |span: &Span, service: &str| {
+        let mut ancestor = parent_of(span);
+        while let Some(candidate) = ancestor {
+            if candidate.is_request_of(service) {
+                return Some(candidate);
+            }
+            ancestor = parent_of(candidate);
+        }
+        None
+    };
     for nested in spans
         .iter()
         .filter(|s| s.name == "NestedRetry" && s.service() == Some("backend"))
     {
-        // Walk up from the NestedRetry span to the frontend's request span.
-        let mut ancestor = parent_of(nested);
-        let frontend_request = loop {
-            match ancestor {
-                Some(span) if span.is_request_of("frontend") => break Some(*span),
-                Some(span) => ancestor = parent_of(span),
-                None => break None,
-            }
-        };
-        let Some(frontend_request) = frontend_request else {
+        let Some(backend_request) = request_above(nested, "backend") else {
             continue;
         };
-        // In the same trace, a request db served whose client attempt was a resend.
+        let Some(frontend_request) = request_above(backend_request, "frontend") else {
+            continue;
+        };
+        // A request db served for a resend that the same backend request made.
         let retried = spans.iter().find_map(|span| {
-            if span.trace_id != nested.trace_id || !span.is_request_of("db") {
+            if !span.is_request_of("db") {
                 return None;
             }
             let attempt = parent_of(span)?;
-            let count = attempt.resend_count()?;
-            (count >= 1 && attempt.service() == Some("backend")).then_some((span, count))
+            let count = attempt.resend_count().filter(|&count| count >= 1)?;
+            let caller = request_above(attempt, "backend")?;
+            (caller.span_id == backend_request.span_id).then_some((span, count))
         });
         if let Some((retried_db_request, resend_count)) = retried {
             return Some(Evidence {
-                trace_id: nested.trace_id.clone(),
                 nested_retry: nested.clone(),
+                backend_request: backend_request.clone(),
                 frontend_request: frontend_request.clone(),
                 retried_db_request: retried_db_request.clone(),
                 resend_count,
@@ -239,6 +261,8 @@ async fn d2_one_trace_shows_the_nested_retry_at_the_backend() {
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
         .env("NRESILIENCE_DEMO_PROJECT", &project)
         .env_remove("OTEL_SERVICE_NAME")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         .output()
         .expect("the demo binary runs");
     assert!(
@@ -256,16 +280,26 @@ async fn d2_one_trace_shows_the_nested_retry_at_the_backend() {
     let evidence = phoenix
         .wait_for(&project, Duration::from_secs(60), find_evidence)
         .await;
-    assert_eq!(evidence.nested_retry.trace_id, evidence.trace_id);
-    assert_eq!(evidence.frontend_request.trace_id, evidence.trace_id);
-    assert_eq!(evidence.retried_db_request.trace_id, evidence.trace_id);
-    assert!(evidence.resend_count >= 1);
+    // Linked by parent ids, so one trace; the ids Phoenix indexes say the same.
+    let trace = &evidence.nested_retry.trace_id;
+    assert_eq!(&evidence.frontend_request.trace_id, trace);
+    assert_eq!(&evidence.retried_db_request.trace_id, trace);
+    // The backend learned of the nesting from the frontend's marker header (N2, N5).
+    assert_eq!(
+        evidence
+            .nested_retry
+            .attribute("nresilience.source")
+            .and_then(Value::as_str),
+        Some("header"),
+        "{:?}",
+        evidence.nested_retry
+    );
     eprintln!(
-        "Phoenix project {project}: trace {} has NestedRetry {} (backend) under frontend \
-         request {}, and db request {} of a resend (http.request.resend_count = {})",
-        evidence.trace_id,
-        evidence.nested_retry.span_id,
+        "Phoenix project {project}: trace {trace}: frontend request {} → backend request {} \
+         reported NestedRetry {} and resent to db (request {}, http.request.resend_count = {})",
         evidence.frontend_request.span_id,
+        evidence.backend_request.span_id,
+        evidence.nested_retry.span_id,
         evidence.retried_db_request.span_id,
         evidence.resend_count,
     );
