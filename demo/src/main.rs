@@ -30,7 +30,7 @@ enum Command {
     Backend(HopArgs),
     /// Runs the frontend hop alone, calling `--upstream` (a backend).
     Frontend(HopArgs),
-    /// Simulates the seed's retry storm in virtual time, budget off and on (SPEC S1).
+    /// Simulates the original library's retry storm in virtual time, budget off and on (SPEC S1).
     Simulate(simulate::Args),
 }
 
@@ -98,6 +98,7 @@ async fn serve_hop(hop: Hop, args: HopArgs, stats: Arc<Stats>) -> Result<()> {
 /// A line a second for a hop running alone: what it received, nested and refused.
 async fn hop_progress(hop: Hop, stats: Arc<Stats>) {
     let mut ticker = tokio::time::interval(std::time::Duration::from_secs(1));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     ticker.tick().await;
     loop {
         ticker.tick().await;

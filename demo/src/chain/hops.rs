@@ -134,6 +134,7 @@ async fn continue_trace(State(hop): State<Hop>, request: Request, next: Next) ->
         "request",
         otel.name = %format_args!("{} {}", request.method(), request.uri().path()),
         otel.kind = "server",
+        hop = hop.name(),
         http.request.method = %request.method(),
         url.path = request.uri().path(),
     );

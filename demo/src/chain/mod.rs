@@ -140,7 +140,8 @@ pub struct WorstSecond {
 }
 
 impl Summary {
-    fn of(stats: &Stats, budget: Budget) -> Self {
+    fn of(stats: &Stats, args: &ChainArgs) -> Self {
+        let budget = args.budget;
         let calls = stats.calls_total();
         let succeeded = stats.succeeded();
         Self {
@@ -156,7 +157,7 @@ impl Summary {
             nested_retries: HopCounts::of(|hop| stats.nested_total(hop)),
             budget_refusals: HopCounts::of(|hop| stats.refusals(hop)),
             worst_db_second: stats
-                .worst_db_second()
+                .worst_db_second(usize::try_from(args.duration).unwrap_or(usize::MAX))
                 .map(|(second, multiple)| WorstSecond {
                     second,
                     multiple_of_baseline: multiple,
@@ -264,7 +265,7 @@ pub async fn run(args: &ChainArgs, stats: Arc<Stats>) -> Result<Summary> {
         while calls.join_next().await.is_some() {}
     });
     let _ = drain.await;
-    let summary = Summary::of(&stats, args.budget);
+    let summary = Summary::of(&stats, args);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {

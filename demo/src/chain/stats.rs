@@ -155,12 +155,15 @@ impl Stats {
         self.nested[hop.index()].load(Ordering::Relaxed)
     }
 
-    /// The second in which db received the most requests per user call, and that multiple.
-    pub fn worst_db_second(&self) -> Option<(usize, f64)> {
+    /// Among the first `run_seconds` seconds, the one in which db received the most requests
+    /// per user call, and that multiple. Later seconds hold only the tail of the calls still in
+    /// flight, a handful of calls whose retries would read as a storm.
+    pub fn worst_db_second(&self, run_seconds: usize) -> Option<(usize, f64)> {
         let seconds = self.received[Hop::Db.index()]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .len();
+            .len()
+            .min(run_seconds);
         (0..seconds)
             .filter(|&s| self.calls_in(s) > 0)
             .map(|s| {

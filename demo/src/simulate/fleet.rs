@@ -1,6 +1,6 @@
 //! `demo simulate --fleet`: the same storm against a fleet of clients of very different
-//! sizes instead of one, each with its own policy and bucket (the seed's "however the clients
-//! differ in size" claim).
+//! sizes instead of one, each with its own policy and bucket, to test the budget's promise
+//! that the fleet's amplification is bounded however the clients differ in size.
 
 use std::time::{Duration, Instant};
 
@@ -48,13 +48,17 @@ impl FleetBudget {
     }
 }
 
-/// The fleet's members, largest first, scaled so that together they offer `args.rate`.
-fn members(args: &Args) -> Vec<f64> {
+/// The factor that makes [`SIZES`] together offer `args.rate`.
+fn scale(args: &Args) -> f64 {
     let total: f64 = SIZES.iter().map(|&(n, rate)| n as f64 * rate).sum();
-    let scale = args.rate / total;
+    args.rate / total
+}
+
+/// The fleet's members' rates, largest first.
+fn members(args: &Args) -> Vec<f64> {
     SIZES
         .iter()
-        .flat_map(|&(n, rate)| std::iter::repeat_n(rate * scale, n))
+        .flat_map(|&(n, rate)| std::iter::repeat_n(rate * scale(args), n))
         .collect()
 }
 
@@ -63,7 +67,7 @@ pub(super) fn main(args: &Args, dependency: &Dependency) -> Result<()> {
     if !args.json {
         let sizes: Vec<String> = SIZES
             .iter()
-            .map(|&(n, rate)| format!("{n}×{}", rate * args.rate / 500.0))
+            .map(|&(n, rate)| format!("{n}×{}", rate * scale(args)))
             .collect();
         println!(
             "fleet: {} clients ({} calls/s) = {} calls/s for {:?}, the storm above, seed {}",

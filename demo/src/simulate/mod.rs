@@ -1,7 +1,7 @@
 //! `demo simulate`: SPEC S1's storm, run on the shipping executor in virtual time, with the
 //! retry budget off and on.
 //!
-//! The defaults are the seed's experiment: a dependency at p50 20 ms / p99 200 ms that turns
+//! The defaults are the original library's experiment: a dependency at p50 20 ms / p99 200 ms that turns
 //! 8× slower from 30 s for a minute, 500 calls a second for five minutes, the default policy
 //! with a 10 s deadline. See `docs/simulation.md` for the figures and what they mean.
 
@@ -20,7 +20,7 @@ type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
 /// The original library freezes its attempt ceiling for a 75-second slice.
 const ORIGINAL_REFRESH: Duration = Duration::from_secs(75);
 
-/// Simulates the seed's retry storm (SPEC S1) in virtual time, budget off and on.
+/// Simulates the original library's retry storm (SPEC S1) in virtual time, budget off and on.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Which retry-budget settings to run.
@@ -170,16 +170,14 @@ fn dependency(args: &Args) -> Dependency {
         TailSetting::LogLogistic => Tail::LogLogistic,
         TailSetting::LogNormal => Tail::LogNormal,
     };
-    let dependency = Dependency::healthy(args.p50, args.p99).tail(tail).brownout(
-        args.brownout_after,
-        args.brownout_slower,
-        args.brownout_lasting,
-    );
-    if args.failing > 0.0 {
-        dependency.failing(args.failing)
-    } else {
-        dependency
-    }
+    Dependency::healthy(args.p50, args.p99)
+        .tail(tail)
+        .brownout(
+            args.brownout_after,
+            args.brownout_slower,
+            args.brownout_lasting,
+        )
+        .failing(args.failing)
 }
 
 /// SPEC S1's policy: the defaults with a 10 s deadline, at one ceiling refresh.
