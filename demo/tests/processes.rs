@@ -1,0 +1,141 @@
+//! The chain as three processes (SPEC D1, N1, N4, N5): the marker crosses real process
+//! boundaries, so only the backend — serving the frontend's marked requests and retrying
+//! onwards — reports nested retries, and each hop stops cleanly on SIGINT.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use nresilience_client::Client;
+use nresilience_core::RetryPolicy;
+
+/// A hop running as its own process, and its stdout.
+struct Hop {
+    name: &'static str,
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Hop {
+    /// Starts `demo NAME` on a port of its own choosing, with db failing every request, and
+    /// waits for the URL it prints.
+    fn start(name: &'static str, upstream: Option<&str>) -> (Self, String) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_demo"));
+        command.args([
+            name,
+            "--listen",
+            "127.0.0.1:0",
+            "--fault-start",
+            "0",
+            "--fault-length",
+            "3600",
+            "--fault-error-rate",
+            "1.0",
+        ]);
+        if let Some(upstream) = upstream {
+            command.args(["--upstream", upstream]);
+        }
+        let mut child = command
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the demo binary runs");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|word| word.starts_with("http://"))
+            .unwrap_or_else(|| panic!("{name} printed {line:?}"))
+            .to_owned();
+        (
+            Self {
+                name,
+                child,
+                stdout,
+            },
+            url,
+        )
+    }
+
+    /// Interrupts the hop, checks it exits cleanly, and returns its summary line.
+    fn stop(mut self) -> String {
+        let interrupted = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(interrupted.success());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{} exited with {status}", self.name);
+        let prefix = format!("{}: ", self.name);
+        self.stdout
+            .lines()
+            .map(Result::unwrap)
+            .filter(|line| line.starts_with(&prefix))
+            .last()
+            .unwrap_or_else(|| panic!("{} printed no summary", self.name))
+    }
+}
+
+/// The count before `label` in a summary line such as
+/// `backend: 40 requests, 40 NestedRetry, 3 budget refusals, busiest second 40 requests`.
+fn count(summary: &str, label: &str) -> u64 {
+    let words: Vec<&str> = summary.split_whitespace().collect();
+    words
+        .windows(2)
+        .find(|pair| pair[1].trim_end_matches(',') == label)
+        .and_then(|pair| pair[0].parse().ok())
+        .unwrap_or_else(|| panic!("no {label} in {summary:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n5_across_processes_only_the_backend_reports_nested_retries() {
+    let (db, db_url) = Hop::start("db", None);
+    let (backend, backend_url) = Hop::start("backend", Some(&db_url));
+    let (frontend, frontend_url) = Hop::start("frontend", Some(&backend_url));
+
+    // Users who do not retry: the frontend's requests arrive unmarked.
+    let users = Client::new(
+        RetryPolicy::builder()
+            .max_attempts(1)
+            .attempt_ceiling(None)
+            .build()
+            .unwrap(),
+    );
+    let calls = 20;
+    let mut pending = tokio::task::JoinSet::new();
+    for _ in 0..calls {
+        let (users, url) = (users.clone(), frontend_url.clone());
+        pending.spawn(async move {
+            tokio::time::timeout(Duration::from_secs(30), users.get(url.as_str())).await
+        });
+    }
+    while let Some(answer) = pending.join_next().await {
+        let response = answer
+            .unwrap()
+            .expect("the chain answers")
+            .expect("the frontend answers");
+        // db fails everything; the hops pass the failure up as a status, never a hang.
+        assert!(response.status().is_server_error(), "{response:?}");
+    }
+
+    let frontend = frontend.stop();
+    let backend = backend.stop();
+    let db = db.stop();
+    assert_eq!(count(&frontend, "requests"), calls, "{frontend}");
+    assert_eq!(count(&frontend, "NestedRetry"), 0, "{frontend}");
+    // Every backend request came marked from the frontend, which may retry (N1, N4), and the
+    // backend's own call may retry: each is one nested retry (N5).
+    let backend_requests = count(&backend, "requests");
+    assert!(backend_requests >= calls, "{backend}");
+    assert_eq!(
+        count(&backend, "NestedRetry"),
+        backend_requests,
+        "{backend}"
+    );
+    assert_eq!(count(&db, "NestedRetry"), 0, "{db}");
+    assert!(count(&db, "requests") > backend_requests, "{db} {backend}");
+}
