@@ -9,8 +9,9 @@
 
 mod support;
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -355,13 +356,40 @@ impl Middleware for SeeNesting {
 #[derive(Clone, Default)]
 struct SpanNames(Arc<Mutex<Vec<&'static str>>>);
 
-impl<S: Subscriber> Layer<S> for SpanNames {
+thread_local! {
+    static RECORDING: RefCell<Option<SpanNames>> = const { RefCell::new(None) };
+}
+
+/// Hands each new span's name to the recording of the thread that opened it, if any.
+struct ThreadSpans;
+
+impl<S: Subscriber> Layer<S> for ThreadSpans {
     fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
-        self.0.lock().unwrap().push(attrs.metadata().name());
+        RECORDING.with(|recording| {
+            if let Some(names) = recording.borrow().as_ref() {
+                names.0.lock().unwrap().push(attrs.metadata().name());
+            }
+        });
     }
 }
 
 impl SpanNames {
+    /// Records the spans this thread opens from now on.
+    ///
+    /// One global subscriber routes each span to the recording of its thread: a per-thread
+    /// default subscriber races on tracing's global callsite cache with the tests running in
+    /// parallel, which can leave a callsite disabled for it.
+    fn record(&self) {
+        static GLOBAL: Once = Once::new();
+        GLOBAL.call_once(|| {
+            tracing::subscriber::set_global_default(
+                tracing_subscriber::registry().with(ThreadSpans),
+            )
+            .unwrap();
+        });
+        RECORDING.with(|recording| *recording.borrow_mut() = Some(self.clone()));
+    }
+
     fn count(&self, name: &str) -> usize {
         self.0
             .lock()
@@ -396,8 +424,7 @@ async fn n5_a_retrying_call_runs_in_a_retrying_context_and_a_single_attempt_does
 #[tokio::test(start_paused = true)]
 async fn n5_a_retrying_call_inside_a_retrying_context_is_reported_once() {
     let names = SpanNames::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(names.clone()));
+    names.record();
     let (addr, _) = server(&[(503, None), (503, None)]);
     let client = client(policy());
 

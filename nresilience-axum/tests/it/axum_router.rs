@@ -12,7 +12,6 @@ use axum::Router;
 use nresilience_axum::nesting::{self, NestingSource};
 use nresilience_axum::{NestedRetry, NestedRetryLayer, RetryMarker};
 use tower::{service_fn, Service, ServiceExt};
-use tracing_subscriber::layer::SubscriberExt;
 
 use crate::support::{self, Events, MALFORMED, MARKED, UNMARKED};
 
@@ -194,11 +193,10 @@ async fn n4_inner_error_passes_through_unchanged() {
 #[test]
 fn n4_malformed_marker_emits_one_debug_event_per_value_and_no_other_marker_does() {
     let events = Events::default();
-    let subscriber = tracing_subscriber::registry().with(events.clone());
     let inner = service_fn(|_: Request<Body>| async { Ok::<_, Infallible>(()) });
     let mut service = NestedRetry::new(inner);
 
-    tracing::subscriber::with_default(subscriber, || {
+    events.record(|| {
         for markers in [&[][..], &[&b"1"[..]], &[&b"2"[..], &b"\xfe"[..]]] {
             drop(service.call(request(markers)));
         }

@@ -1,7 +1,8 @@
 //! What the servers under test report, and a raw HTTP/1 client that can send any bytes.
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
 
 use http::HeaderMap;
 use nresilience_axum::{nesting, RetryMarker};
@@ -9,6 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::SubscriberExt;
 
 /// What a handler saw: the nesting context, the extension, the marker header it was handed.
 pub(crate) fn report(extension: Option<&RetryMarker>, headers: &HeaderMap) -> String {
@@ -70,7 +72,7 @@ pub(crate) async fn http1_get(addr: SocketAddr, path: &str, headers: &[&[u8]]) -
     (status, body)
 }
 
-/// Every event recorded while it is the subscriber: `LEVEL message field=value ...`.
+/// Every event recorded on one thread while it records: `LEVEL message field=value ...`.
 #[derive(Clone, Default)]
 pub(crate) struct Events(Arc<Mutex<Vec<String>>>);
 
@@ -78,10 +80,26 @@ impl Events {
     pub(crate) fn recorded(&self) -> Vec<String> {
         self.0.lock().expect("not poisoned").clone()
     }
-}
 
-impl<S: Subscriber> tracing_subscriber::Layer<S> for Events {
-    fn on_event(&self, event: &Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+    /// Records the events this thread emits while `f` runs.
+    ///
+    /// One global subscriber routes each event to the recording of the thread that emitted
+    /// it: a per-thread default subscriber races on tracing's global callsite cache with the
+    /// tests running in parallel, which can leave a callsite disabled for it.
+    pub(crate) fn record<T>(&self, f: impl FnOnce() -> T) -> T {
+        static GLOBAL: Once = Once::new();
+        GLOBAL.call_once(|| {
+            let subscriber = tracing_subscriber::registry().with(ThreadEvents);
+            tracing::subscriber::set_global_default(subscriber)
+                .expect("no other global subscriber");
+        });
+        RECORDING.with(|recording| *recording.borrow_mut() = Some(self.clone()));
+        let result = f();
+        RECORDING.with(|recording| *recording.borrow_mut() = None);
+        result
+    }
+
+    fn push(&self, event: &Event<'_>) {
         struct Line(String);
         impl Visit for Line {
             fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
@@ -95,5 +113,22 @@ impl<S: Subscriber> tracing_subscriber::Layer<S> for Events {
         let mut line = Line(event.metadata().level().to_string());
         event.record(&mut line);
         self.0.lock().expect("not poisoned").push(line.0);
+    }
+}
+
+thread_local! {
+    static RECORDING: RefCell<Option<Events>> = const { RefCell::new(None) };
+}
+
+/// Hands each event to the recording of the thread that emitted it, if any.
+struct ThreadEvents;
+
+impl<S: Subscriber> tracing_subscriber::Layer<S> for ThreadEvents {
+    fn on_event(&self, event: &Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        RECORDING.with(|recording| {
+            if let Some(events) = recording.borrow().as_ref() {
+                events.push(event);
+            }
+        });
     }
 }
