@@ -27,6 +27,17 @@ fn base() -> nresilience_core::RetryPolicyBuilder {
         .attempt_ceiling(None)
 }
 
+/// A budget only successes refill (no floor, B2), holding `capacity` tokens or, without one,
+/// the B3 default for a zero floor.
+fn successes_only(capacity: Option<f64>) -> RetryBudget {
+    let options = BudgetOptions::default().minimum_per_second(0.0);
+    let options = match capacity {
+        Some(capacity) => options.capacity(capacity),
+        None => options,
+    };
+    RetryBudget::automatic().with_options(options)
+}
+
 /// Runs a call whose attempts all fail, returning the virtual instants the attempts began.
 async fn failing_call(policy: &RetryPolicy) -> (Vec<Duration>, nresilience_core::RetryError<()>) {
     let start = Instant::now();
@@ -249,11 +260,10 @@ async fn b7_refusal_pauses_100ms_then_hints_the_floors_time_to_the_missing_token
 
 #[tokio::test(start_paused = true)]
 async fn b7_rejection_pause_never_passes_the_deadline() {
-    let options = BudgetOptions::default().minimum_per_second(0.0);
     let policy = base()
         .backoff(Backoff::none())
         .deadline(Some(Duration::from_millis(30)))
-        .budget(RetryBudget::automatic().with_options(options))
+        .budget(successes_only(None))
         .build()
         .unwrap();
     let start = Instant::now();
@@ -267,10 +277,9 @@ async fn b7_rejection_pause_never_passes_the_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn b7_zero_floor_gives_no_hint() {
-    let options = BudgetOptions::default().minimum_per_second(0.0);
     let policy = base()
         .backoff(Backoff::none())
-        .budget(RetryBudget::automatic().with_options(options))
+        .budget(successes_only(None))
         .build()
         .unwrap();
     let (_, error) = failing_call(&policy).await;
@@ -280,11 +289,7 @@ async fn b7_zero_floor_gives_no_hint() {
 
 #[tokio::test(start_paused = true)]
 async fn b5_first_attempt_runs_even_with_an_empty_bucket() {
-    let options = BudgetOptions::default().minimum_per_second(0.0);
-    let policy = base()
-        .budget(RetryBudget::automatic().with_options(options))
-        .build()
-        .unwrap();
+    let policy = base().budget(successes_only(None)).build().unwrap();
     let now = Instant::now().into_std();
     let bucket = policy.bucket(now).unwrap();
     while bucket.try_withdraw(now, Criticality::Normal) {}
@@ -299,11 +304,10 @@ async fn b5_first_attempt_runs_even_with_an_empty_bucket() {
 
 #[tokio::test(start_paused = true)]
 async fn b1_successes_fund_retries_ten_to_one() {
-    let options = BudgetOptions::default().minimum_per_second(0.0);
     let policy = base()
         .backoff(Backoff::none())
         .max_attempts(2)
-        .budget(RetryBudget::automatic().with_options(options))
+        .budget(successes_only(None))
         .build()
         .unwrap();
     let now = Instant::now().into_std();
@@ -326,14 +330,11 @@ async fn b1_successes_fund_retries_ten_to_one() {
 
 #[tokio::test(start_paused = true)]
 async fn b9_sheddable_retries_are_refused_at_half_the_bucket() {
-    let options = BudgetOptions::default()
-        .minimum_per_second(0.0)
-        .capacity(10.0);
     let policy = base()
         .backoff(Backoff::none())
         .max_attempts(2)
         .criticality(Criticality::Sheddable)
-        .budget(RetryBudget::automatic().with_options(options))
+        .budget(successes_only(Some(10.0)))
         .build()
         .unwrap();
     let mut retried = 0;
@@ -348,13 +349,10 @@ async fn b9_sheddable_retries_are_refused_at_half_the_bucket() {
 
 #[tokio::test(start_paused = true)]
 async fn b8_self_imposed_throttles_neither_spend_nor_deposit() {
-    let options = BudgetOptions::default()
-        .minimum_per_second(0.0)
-        .capacity(2.0);
     let policy = base()
         .backoff(Backoff::none())
         .max_attempts(4)
-        .budget(RetryBudget::automatic().with_options(options))
+        .budget(successes_only(Some(2.0)))
         .build()
         .unwrap();
     let classify = |_: &Result<(), ()>| Verdict::SELF_IMPOSED;
@@ -371,13 +369,10 @@ async fn b8_self_imposed_throttles_neither_spend_nor_deposit() {
 
 #[tokio::test(start_paused = true)]
 async fn e6_server_throttling_is_charged_to_the_budget() {
-    let options = BudgetOptions::default()
-        .minimum_per_second(0.0)
-        .capacity(2.0);
     let policy = base()
         .backoff(Backoff::none())
         .max_attempts(4)
-        .budget(RetryBudget::automatic().with_options(options))
+        .budget(successes_only(Some(2.0)))
         .build()
         .unwrap();
     let classify = |_: &Result<(), ()>| Verdict::THROTTLED;
@@ -600,15 +595,12 @@ async fn call_span_carries_outcome_and_attempts_and_retry_events() {
 async fn b8_limiter_refusals_are_self_imposed_and_cost_the_budget_nothing() {
     let now = Instant::now().into_std();
     let limiter = Arc::new(RateLimiter::new(1.0, 1, now).unwrap());
-    let options = BudgetOptions::default()
-        .minimum_per_second(0.0)
-        .capacity(1.0);
     // No curve, no cap: only the limiter's own pushback paces the retries.
     let policy = base()
         .backoff(Backoff::none().with_maximum_delay(None))
         .max_attempts(3)
         .rate_limiter(Arc::clone(&limiter))
-        .budget(RetryBudget::automatic().with_options(options))
+        .budget(successes_only(Some(1.0)))
         .build()
         .unwrap();
     let ran = AtomicU32::new(0);
