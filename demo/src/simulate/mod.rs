@@ -11,7 +11,7 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nresilience_core::simulate::{Dependency, Load, Simulation, SimulationReport, Tail};
+use nresilience_core::simulate::{Dependency, Load, Second, Simulation, SimulationReport, Tail};
 use nresilience_core::{AttemptCeiling, RetryBudget, RetryPolicy};
 use serde_json::json;
 
@@ -343,13 +343,7 @@ fn plot(path: &Path, args: &Args, runs: &[Run]) -> Result<()> {
         });
 
     if let Some(first) = runs.first() {
-        let calls = first
-            .report
-            .seconds
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i as f64 + 0.5, s.calls as f64))
-            .collect::<Vec<_>>();
+        let calls = per_second(&first.report, |s| s.calls);
         chart
             .draw_series(std::iter::once(PathElement::new(calls, BLACK.mix(0.4))))?
             .label("calls offered")
@@ -357,13 +351,7 @@ fn plot(path: &Path, args: &Args, runs: &[Run]) -> Result<()> {
     }
     let palette = [RED, BLUE, MAGENTA, CYAN];
     for (run, color) in runs.iter().zip(palette.iter().cycle()) {
-        let points = run
-            .report
-            .seconds
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i as f64 + 0.5, s.attempts as f64))
-            .collect::<Vec<_>>();
+        let points = per_second(&run.report, |s| s.attempts);
         let color = *color;
         chart
             .draw_series(std::iter::once(PathElement::new(
@@ -386,6 +374,13 @@ fn plot(path: &Path, args: &Args, runs: &[Run]) -> Result<()> {
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+/// One count of each second of the run, plotted at the middle of its second.
+fn per_second(report: &SimulationReport, count: fn(&Second) -> u64) -> Vec<(f64, f64)> {
+    (report.seconds.iter().enumerate())
+        .map(|(i, second)| (i as f64 + 0.5, count(second) as f64))
+        .collect()
 }
 
 /// `300`, `300s`, `5m`, `1500ms`, `1.5s`, `1h`: a number of seconds, or a number and a unit.
