@@ -21,7 +21,7 @@ use nresilience_client::{Retryable, MARKER_HEADER};
 use nresilience_core::nesting::{self, NestingSource};
 use nresilience_core::{Backoff, BudgetOptions, RetryBudget, RetryPolicy, StopReason};
 use reqwest_middleware::{ClientWithMiddleware, Middleware, Next};
-use support::{policy, server, slow_server};
+use support::{marked, policy, server, slow_server, unmarked};
 use tokio::time::Instant;
 use tracing::span::{Attributes, Id};
 use tracing::Subscriber;
@@ -50,14 +50,6 @@ fn client(policy: nresilience_core::RetryPolicyBuilder) -> ClientWithMiddleware 
 
 fn url(addr: SocketAddr) -> String {
     format!("http://{addr}/")
-}
-
-fn marked(n: usize) -> Vec<Vec<String>> {
-    vec![vec!["1".to_owned()]; n]
-}
-
-fn unmarked() -> Vec<Vec<String>> {
-    vec![Vec::new()]
 }
 
 #[tokio::test(start_paused = true)]
@@ -276,11 +268,7 @@ async fn b1_a_single_attempt_post_still_deposits() {
         assert_eq!(response.status(), 200);
     }
     // Ten successful POSTs funded exactly one retry; the next retry is refused.
-    script
-        .answers
-        .lock()
-        .unwrap()
-        .extend([(503, None, Duration::ZERO), (503, None, Duration::ZERO)]);
+    script.then(&[(503, None), (503, None)]);
     let error = client.get(url(addr)).send().await.unwrap_err();
     let failed = retry_error(&error).unwrap();
     assert_eq!(failed.reason(), StopReason::BudgetExhausted);

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use nresilience_client::{Client, Retryable, MARKER_HEADER};
 use nresilience_core::{Backoff, BudgetOptions, RetryBudget, RetryPolicy, StopReason};
-use support::{policy, server};
+use support::{marked, policy, server, unmarked};
 use tokio::time::Instant;
 
 fn client(policy: nresilience_core::RetryPolicyBuilder) -> Client {
@@ -41,7 +41,7 @@ async fn n1_marker_is_on_the_first_attempt_and_every_retry() {
     let (addr, script) = server(&[(503, None), (500, None)]);
     let response = client(policy()).get(url(addr)).await.unwrap();
     assert_eq!(response.status(), 200);
-    assert_eq!(script.markers(), vec![vec!["1".to_owned()]; 3]);
+    assert_eq!(script.markers(), marked(3));
 }
 
 #[tokio::test(start_paused = true)]
@@ -52,7 +52,7 @@ async fn n1_h3_post_without_opt_in_is_sent_once_unmarked_and_its_answer_returned
         .await
         .unwrap();
     assert_eq!(response.status(), 503, "the answer, not an error");
-    assert_eq!(script.markers(), vec![Vec::<String>::new()]);
+    assert_eq!(script.markers(), unmarked());
 }
 
 #[tokio::test(start_paused = true)]
@@ -70,7 +70,7 @@ async fn h3_a_per_request_choice_wins_both_ways() {
     get.extensions_mut().insert(Retryable(false));
     let response = client(policy()).request(get).await.unwrap();
     assert_eq!(response.status(), 503);
-    assert_eq!(script.markers(), vec![Vec::<String>::new()]);
+    assert_eq!(script.markers(), unmarked());
 }
 
 #[tokio::test(start_paused = true)]
@@ -79,7 +79,7 @@ async fn n1_body_too_large_to_buffer_is_sent_once_unmarked() {
     let put = request(Method::PUT, addr, vec![7; 70 * 1024]);
     let response = client(policy()).request(put).await.unwrap();
     assert_eq!(response.status(), 503);
-    assert_eq!(script.markers(), vec![Vec::<String>::new()]);
+    assert_eq!(script.markers(), unmarked());
 
     let (addr, script) = server(&[(503, None)]);
     let put = request(Method::PUT, addr, vec![7; 60 * 1024]);
@@ -95,7 +95,7 @@ async fn n1_a_request_already_marked_is_not_stamped_twice() {
     get.headers_mut()
         .insert(MARKER_HEADER, HeaderValue::from_static("1"));
     client(policy()).request(get).await.unwrap();
-    assert_eq!(script.markers(), vec![vec!["1".to_owned()]]);
+    assert_eq!(script.markers(), marked(1));
 }
 
 #[tokio::test(start_paused = true)]
@@ -106,7 +106,7 @@ async fn n1_a_policy_of_one_attempt_does_not_stamp() {
         .await
         .unwrap();
     assert_eq!(response.status(), 503);
-    assert_eq!(script.markers(), vec![Vec::<String>::new()]);
+    assert_eq!(script.markers(), unmarked());
 }
 
 #[tokio::test(start_paused = true)]
@@ -279,7 +279,7 @@ async fn n1_a_short_body_of_unknown_length_is_buffered_stamped_and_replayed() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    assert_eq!(script.markers(), vec![vec!["1".to_owned()]; 2]);
+    assert_eq!(script.markers(), marked(2));
     assert_eq!(script.body_lengths(), vec![4000, 4000]);
 }
 
@@ -291,6 +291,6 @@ async fn n1_a_long_body_of_unknown_length_is_sent_once_whole_and_unmarked() {
         .await
         .unwrap();
     assert_eq!(response.status(), 503);
-    assert_eq!(script.markers(), vec![Vec::<String>::new()]);
+    assert_eq!(script.markers(), unmarked());
     assert_eq!(script.body_lengths(), vec![100_000], "nothing lost");
 }

@@ -60,6 +60,16 @@ async fn answer(State(script): State<Script>, headers: HeaderMap, body: Bytes) -
     }
 }
 
+/// What [`Script::markers`] holds for `n` requests that each carried the marker once.
+pub fn marked(n: usize) -> Vec<Vec<String>> {
+    vec![vec!["1".to_owned()]; n]
+}
+
+/// What [`Script::markers`] holds for one request sent without the marker.
+pub fn unmarked() -> Vec<Vec<String>> {
+    vec![Vec::new()]
+}
+
 /// Starts a server answering `answers` in order (then 200s) on its own real-time runtime.
 pub fn server(answers: &[(u16, Option<&str>)]) -> (SocketAddr, Script) {
     let answers: Vec<_> = answers
