@@ -94,12 +94,7 @@ impl Client {
 }
 
 fn invalid_request(error: http::Error) -> RetryError<TransportError> {
-    RetryError::new(
-        nresilience_core::StopReason::Permanent,
-        0,
-        nresilience_core::LastAttempt::Error(TransportError::new(error)),
-        None,
-    )
+    RetryError::not_attempted(TransportError::new(error))
 }
 
 impl ClientBuilder {

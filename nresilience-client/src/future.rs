@@ -6,19 +6,20 @@ use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use http::header::HeaderValue;
 use http::{Extensions, HeaderMap, Method, Request, Response, Uri, Version};
 use http_body::Body;
 use http_body::Frame;
-use nresilience_core::call::{instant_after, now, outcome, Admission, Call, Decision};
-use nresilience_core::nesting::{self, NestingSource, MARKER_HEADER, MARKER_VALUE};
-use nresilience_core::{Classify, LastAttempt, RetryError, StopReason, Verdict};
+use nresilience_core::call::{Call, Step};
+use nresilience_core::clock;
+use nresilience_core::nesting::{self, NestingSource};
+use nresilience_core::{Classify, RetryError};
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tower::Service;
 use tracing::Span;
 
 use crate::body::{BoxError, Prefixed, RetryBody, TransportError};
+use crate::request::{carries_marker, MARKED, MARKER};
 use crate::telemetry;
 
 /// What a retry is rebuilt from: the request as it was, with its body buffered.
@@ -58,16 +59,14 @@ pin_project! {
     enum State<F, B> {
         // Buffering the request body's ready frames, up to the cap, so it can be sent again.
         Collecting { body: Option<B>, buffered: Buffered },
-        // Asking the breaker and limiter for the next attempt.
+        // Asking the call for its first step.
         Starting,
-        // Waiting for the service to be ready for the next attempt.
+        // Waiting for the service to be ready for the admitted attempt.
         Ready,
         // An attempt in flight, cut by the timer when it is armed.
         Calling { #[pin] future: F },
-        // The backoff before the next attempt.
-        Backoff,
-        // The rejection pause before a budget refusal is returned.
-        Rejecting,
+        // A backoff, or the rejection pause before a refusal.
+        Sleeping,
         Done,
     }
 }
@@ -90,9 +89,9 @@ pin_project! {
         classifier: C,
         template: Option<Template>,
         first: Option<Request<RetryBody>>,
-        call: Call,
+        call: Call<TransportError>,
+        attempt: u32,
         attempt_span: Span,
-        last: LastAttempt<TransportError>,
     }
 }
 
@@ -106,7 +105,7 @@ where
         request: Request<B>,
         service: S,
         classifier: C,
-        call: Call,
+        call: Call<TransportError>,
         started: Instant,
         max_buffered: usize,
     ) -> Self {
@@ -139,6 +138,7 @@ where
         };
         Self {
             state,
+            // Unarmed until an attempt or a sleep sets it.
             timer: tokio::time::sleep_until(started.into()),
             timer_armed: false,
             service,
@@ -146,8 +146,8 @@ where
             template,
             first,
             call,
+            attempt: 0,
             attempt_span: Span::none(),
-            last: LastAttempt::Rejected,
         }
     }
 }
@@ -241,7 +241,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         if self.call.may_retry() {
             // The whole retrying call is a retrying context: a retrying call made while
-            // serving it is nested (N5).
+            // serving it is nested.
             nesting::sync_scope(NestingSource::InProcess, move || poll_call(self, cx))
         } else {
             poll_call(self, cx)
@@ -262,7 +262,7 @@ where
 {
     let mut this = future.project();
     loop {
-        match this.state.as_mut().project() {
+        let step = match this.state.as_mut().project() {
             StateProj::Collecting { body, buffered } => {
                 let Some(reading) = body.as_mut() else {
                     unreachable!("the body is read until the state changes")
@@ -271,13 +271,8 @@ where
                     Ok(outgrown) => outgrown,
                     Err(error) => {
                         this.state.set(State::Done);
-                        let last = LastAttempt::Error(TransportError::new(error));
-                        return Poll::Ready(Err(RetryError::new(
-                            StopReason::Permanent,
-                            0,
-                            last,
-                            None,
-                        )));
+                        let error = TransportError::new(error);
+                        return Poll::Ready(Err(RetryError::not_attempted(error)));
                     }
                 };
                 let buffered = std::mem::replace(buffered, Buffered::new(0));
@@ -287,7 +282,7 @@ where
                 };
                 if outgrown {
                     // Too large or still streaming: sent once, as read so far and then as it
-                    // streams, neither stamped nor reported as nested (N1).
+                    // streams, neither stamped nor reported as nested.
                     this.call.single_attempt();
                     let prefix = buffered.frames;
                     let body = match rest {
@@ -298,119 +293,104 @@ where
                 } else {
                     template.body = buffered.into_bytes();
                     // Stamped on the first attempt too: by the time a retry goes out, the
-                    // amplification has already happened (N1). Never stamped twice.
-                    if !template.headers.contains_key(MARKER_HEADER) {
-                        template
-                            .headers
-                            .insert(MARKER_HEADER, HeaderValue::from_static(MARKER_VALUE));
+                    // amplification has already happened. Never stamped twice.
+                    if !carries_marker(&template.headers) {
+                        template.headers.insert(MARKER, MARKED);
                     }
                     *this.template = Some(template);
                 }
-                this.state.set(State::Starting);
+                this.call.next(clock::now())
             }
-            StateProj::Starting => {
-                let at = now();
-                match this.call.begin_attempt(at) {
-                    Admission::Run { timeout } => {
-                        *this.timer_armed = timeout.is_some();
-                        if let Some(timeout) = timeout {
-                            this.timer.as_mut().reset(instant_after(at, timeout));
-                        }
-                        this.state.set(State::Ready);
-                    }
-                    Admission::Refused { verdict } => {
-                        *this.last = LastAttempt::Refused;
-                        let decision = this.call.end_attempt(verdict, at);
-                        if let Some(output) = settle(&mut this, decision, None, at) {
-                            return Poll::Ready(output);
-                        }
-                    }
-                }
-            }
+            StateProj::Starting => this.call.next(clock::now()),
             StateProj::Ready => {
-                // The first attempt's service was made ready by `Retry::poll_ready`.
-                if this.call.attempts() > 1 {
-                    if let Err(error) = ready!(this.service.poll_ready(cx)) {
-                        let result = Err(TransportError::new(error));
-                        if let Some(output) = finish_attempt(&mut this, result) {
-                            return Poll::Ready(output);
-                        }
+                // The first attempt's service was made ready by `Retry::poll_ready`; readiness
+                // is used once.
+                let ready = if *this.attempt > 1 {
+                    ready!(this.service.poll_ready(cx))
+                } else {
+                    Ok(())
+                };
+                match ready {
+                    Ok(()) => {
+                        send(&mut this);
                         continue;
                     }
+                    Err(error) => finish_attempt(&mut this, Err(TransportError::new(error))),
                 }
-                let mut request = match (this.first.take(), this.template.as_ref()) {
-                    (Some(request), _) => request,
-                    (None, Some(template)) => template.request(),
-                    (None, None) => unreachable!("a call without a template makes one attempt"),
-                };
-                let span = telemetry::attempt_span(
-                    this.call.span(),
-                    (&request).into(),
-                    this.call.attempts(),
-                );
-                telemetry::inject_context(&span, request.headers_mut());
-                *this.attempt_span = span;
-                let future = {
-                    let _entered = this.attempt_span.enter();
-                    this.service.call(request)
-                };
-                this.state.set(State::Calling { future });
             }
             StateProj::Calling { future } => {
                 let polled = {
                     let _entered = this.attempt_span.enter();
                     future.poll(cx)
                 };
-                let result = match polled {
-                    Poll::Ready(result) => Some(result.map_err(TransportError::new)),
+                match polled {
+                    Poll::Ready(result) => {
+                        finish_attempt(&mut this, result.map_err(TransportError::new))
+                    }
                     Poll::Pending
                         if *this.timer_armed && this.timer.as_mut().poll(cx).is_ready() =>
                     {
-                        None
+                        telemetry::record_timeout(this.attempt_span);
+                        this.call.timed_out(clock::now())
                     }
                     Poll::Pending => return Poll::Pending,
-                };
-                let output = match result {
-                    Some(result) => finish_attempt(&mut this, result),
-                    None => {
-                        telemetry::record_timeout(this.attempt_span);
-                        *this.last = LastAttempt::TimedOut;
-                        let at = now();
-                        let decision = this.call.end_attempt(Verdict::TRANSIENT, at);
-                        settle(&mut this, decision, None, at)
-                    }
-                };
-                if let Some(output) = output {
-                    return Poll::Ready(output);
                 }
             }
-            StateProj::Backoff => {
+            StateProj::Sleeping => {
                 ready!(this.timer.as_mut().poll(cx));
-                this.state.set(State::Starting);
-            }
-            StateProj::Rejecting => {
-                ready!(this.timer.as_mut().poll(cx));
-                let rejected = this.call.reject(now());
-                let last = std::mem::replace(this.last, LastAttempt::Rejected);
-                this.state.set(State::Done);
-                let attempts = this.call.attempts();
-                return Poll::Ready(Err(RetryError::new(
-                    StopReason::BudgetExhausted,
-                    attempts,
-                    last,
-                    Some(rejected),
-                )));
+                this.call.next(clock::now())
             }
             StateProj::Done => panic!("ResponseFuture polled after completion"),
+        };
+        match step {
+            Step::Run(attempt) => {
+                *this.attempt = attempt.number();
+                *this.timer_armed = attempt.cut_at().is_some();
+                if let Some(cut_at) = attempt.cut_at() {
+                    this.timer.as_mut().reset(cut_at.into());
+                }
+                this.state.set(State::Ready);
+            }
+            Step::Sleep(until) => {
+                // A retried attempt's response was dropped unread: hyper closes its
+                // connection rather than returning a half-read one to the pool.
+                this.timer.as_mut().reset(until.into());
+                *this.timer_armed = false;
+                this.state.set(State::Sleeping);
+            }
+            Step::Done(output) => {
+                this.state.set(State::Done);
+                return Poll::Ready(output);
+            }
         }
     }
 }
 
-/// Classifies a finished attempt and acts on the decision.
+/// Sends the admitted attempt: the first request as given, a retry rebuilt from the template.
+fn send<S, C, B>(this: &mut ResponseFutureProj<'_, S, C, B>)
+where
+    S: Service<Request<RetryBody>>,
+{
+    let mut request = match (this.first.take(), this.template.as_ref()) {
+        (Some(request), _) => request,
+        (None, Some(template)) => template.request(),
+        (None, None) => unreachable!("a call without a template makes one attempt"),
+    };
+    let span = telemetry::attempt_span(this.call.span(), (&request).into(), *this.attempt);
+    telemetry::inject_context(&span, request.headers_mut());
+    *this.attempt_span = span;
+    let future = {
+        let _entered = this.attempt_span.enter();
+        this.service.call(request)
+    };
+    this.state.set(State::Calling { future });
+}
+
+/// Classifies a finished attempt and hands it to the call.
 fn finish_attempt<S, C, B, ResB>(
     this: &mut ResponseFutureProj<'_, S, C, B>,
     result: Result<Response<ResB>, TransportError>,
-) -> Option<Output<ResB>>
+) -> Step<Response<ResB>, TransportError>
 where
     S: Service<Request<RetryBody>, Response = Response<ResB>>,
     C: Classify<Result<Response<ResB>, TransportError>>,
@@ -418,48 +398,7 @@ where
     let verdict = this.classifier.classify(&result);
     let status = result.as_ref().ok().map(Response::status);
     telemetry::record_result(this.attempt_span, status, &verdict);
-    let at = now();
-    let decision = this.call.end_attempt(verdict, at);
-    settle(this, decision, Some(result), at)
-}
-
-/// Turns a decision into the output, or into the next state.
-fn settle<S, C, B, ResB>(
-    this: &mut ResponseFutureProj<'_, S, C, B>,
-    decision: Decision,
-    result: Option<Result<Response<ResB>, TransportError>>,
-    at: Instant,
-) -> Option<Output<ResB>>
-where
-    S: Service<Request<RetryBody>, Response = Response<ResB>>,
-{
-    let attempts = this.call.attempts();
-    match decision {
-        Decision::Stop(reason) => {
-            this.state.set(State::Done);
-            let last = std::mem::replace(this.last, LastAttempt::Rejected);
-            Some(outcome(reason, attempts, result, last))
-        }
-        Decision::Retry(delay) | Decision::Reject(delay) => {
-            // A retried attempt's response is dropped here, unread: hyper closes its
-            // connection rather than returning a half-read one to the pool.
-            if let Some(result) = result {
-                *this.last = match result {
-                    Ok(_) => LastAttempt::Rejected,
-                    Err(error) => LastAttempt::Error(error),
-                };
-            }
-            this.timer.as_mut().reset(instant_after(at, delay));
-            *this.timer_armed = false;
-            let next = if matches!(decision, Decision::Retry(_)) {
-                State::Backoff
-            } else {
-                State::Rejecting
-            };
-            this.state.set(next);
-            None
-        }
-    }
+    this.call.attempted(result, verdict, clock::now())
 }
 
 impl<S, C, B> std::fmt::Debug for ResponseFuture<S, C, B>

@@ -6,16 +6,16 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{Method, Request, Response};
+use http::{Request, Response};
 use http_body::Body;
-use nresilience_core::call::{now, Call, CallOptions};
-use nresilience_core::{Classify, LastAttempt, RetryError, RetryPolicy, StopReason};
+use nresilience_core::call::{Call, CallOptions};
+use nresilience_core::{clock, Classify, RetryError, RetryPolicy};
 use tower::{Layer, Service};
 
 use crate::body::{BoxError, RetryBody, TransportError};
 use crate::classify::HttpClassifier;
 use crate::future::ResponseFuture;
-use crate::host_budgets::HostBudgets;
+use crate::request::{carries_marker, host_key, is_idempotent};
 
 /// The default cap on a request body buffered for replay: 64 KiB.
 pub const DEFAULT_MAX_BUFFERED_BODY: usize = 64 * 1024;
@@ -27,12 +27,13 @@ pub const DEFAULT_MAX_BUFFERED_BODY: usize = 64 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retryable(pub bool);
 
-/// A tower layer that retries HTTP requests under a [`RetryPolicy`] (SPEC H1–H5, N1, N5).
+/// A tower layer that retries HTTP requests under a [`RetryPolicy`].
 ///
 /// Requests that may be retried are stamped with `x-nresilience-retrying: 1` on every
-/// attempt, the first included (N1); a retrying call started inside a retrying context is
-/// reported once as a `NestedRetry` span (N5). With the default `Automatic` budget each
-/// host gets its own bucket (H5).
+/// attempt, the first included; a retrying call started inside a retrying context (or with
+/// a request that already carries the marker) is reported once as a `NestedRetry` span. With
+/// the default `Automatic` budget each host gets its own bucket, from the policy's keyed
+/// buckets: clones of one policy share them.
 #[derive(Clone)]
 #[must_use]
 pub struct RetryLayer<C = HttpClassifier> {
@@ -40,23 +41,20 @@ pub struct RetryLayer<C = HttpClassifier> {
     classifier: C,
 }
 
-/// The layer's settings; the per-host buckets are shared by every clone.
+/// The layer's settings.
 #[derive(Clone)]
 pub(crate) struct Shared {
     pub(crate) policy: RetryPolicy,
-    budgets: Option<Arc<HostBudgets>>,
     retry_non_idempotent: bool,
     max_buffered_body: usize,
 }
 
 impl RetryLayer {
-    /// A layer retrying under `policy`, classifying responses as SPEC H1 says.
+    /// A layer retrying under `policy`, classifying responses as [`HttpClassifier`] does.
     pub fn new(policy: RetryPolicy) -> Self {
-        let budgets = HostBudgets::per_host(&policy);
         Self {
             shared: Arc::new(Shared {
                 policy,
-                budgets,
                 retry_non_idempotent: false,
                 max_buffered_body: DEFAULT_MAX_BUFFERED_BODY,
             }),
@@ -66,7 +64,7 @@ impl RetryLayer {
 }
 
 impl<C> RetryLayer<C> {
-    /// Retries POST, PATCH and other non-idempotent methods too (H3); a [`Retryable`]
+    /// Retries POST, PATCH and other non-idempotent methods too; a [`Retryable`]
     /// extension on a request still wins. Defaults to `false`.
     pub fn retry_non_idempotent(mut self, retry: bool) -> Self {
         Arc::make_mut(&mut self.shared).retry_non_idempotent = retry;
@@ -80,7 +78,7 @@ impl<C> RetryLayer<C> {
         self
     }
 
-    /// Replaces the classifier of responses and errors (E1).
+    /// Replaces the classifier of responses and errors.
     pub fn classifier<C2>(self, classifier: C2) -> RetryLayer<C2> {
         RetryLayer {
             shared: self.shared,
@@ -155,14 +153,6 @@ impl<S: fmt::Debug, C> fmt::Debug for Retry<S, C> {
     }
 }
 
-/// Whether a method may be retried without the caller's say-so (H3).
-pub(crate) fn is_idempotent(method: &Method) -> bool {
-    matches!(
-        *method,
-        Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS | Method::TRACE
-    )
-}
-
 impl<S, C, B, ResB> Service<Request<B>> for Retry<S, C>
 where
     S: Service<Request<RetryBody>, Response = Response<ResB>> + Clone,
@@ -176,14 +166,9 @@ where
     type Future = ResponseFuture<S, C, B>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(|error| {
-            RetryError::new(
-                StopReason::Permanent,
-                0,
-                LastAttempt::Error(TransportError::new(error)),
-                None,
-            )
-        })
+        self.inner
+            .poll_ready(cx)
+            .map_err(|error| RetryError::not_attempted(TransportError::new(error)))
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
@@ -207,17 +192,15 @@ where
             .is_none_or(|upper| upper <= shared.max_buffered_body as u64);
         let may_retry = opted && may_fit && policy.may_retry();
 
-        let started = now();
-        let authority = request.uri().authority().map(|a| a.as_str()).unwrap_or("");
-        let bucket = match &shared.budgets {
-            Some(budgets) => budgets.bucket_for(authority, started),
-            None => policy.bucket(started).cloned(),
-        };
+        let started = clock::now();
+        let authority = request.uri().authority().map_or("", |a| a.as_str());
+        let key = host_key(authority);
         let options = CallOptions::new()
             .may_retry(may_retry)
+            .marked(carries_marker(request.headers()))
             .target(authority)
             .method(request.method().as_str())
-            .bucket(bucket);
+            .key(&key);
         let call = Call::start(policy, started, options);
         let cap = shared.max_buffered_body;
         ResponseFuture::new(

@@ -18,8 +18,8 @@ mod client;
 mod future;
 #[cfg(feature = "grpc")]
 pub mod grpc;
-mod host_budgets;
 mod layer;
+mod request;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 pub mod retry_after;
@@ -29,6 +29,5 @@ pub use body::{BoxError, RetryBody, TransportError};
 pub use classify::HttpClassifier;
 pub use client::{Client, ClientBuilder};
 pub use future::ResponseFuture;
-pub use host_budgets::{HostBudgets, DEFAULT_MAX_HOSTS};
 pub use layer::{Retry, RetryLayer, Retryable, DEFAULT_MAX_BUFFERED_BODY};
 pub use nresilience_core::nesting::{MARKER_HEADER, MARKER_VALUE};

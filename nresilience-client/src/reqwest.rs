@@ -46,27 +46,23 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
-use ::reqwest::header::{Entry, HeaderName, HeaderValue};
 use ::reqwest::{Request, Response, Url};
 use http::Extensions;
-use nresilience_core::call::{instant_after, now, outcome, Admission, Call, CallOptions, Decision};
-use nresilience_core::nesting::{self, NestingSource, MARKER_HEADER, MARKER_VALUE};
-use nresilience_core::{LastAttempt, RetryError, RetryPolicy, StopReason, Verdict};
+use nresilience_core::call::{Attempt, Call, CallOptions, Step};
+use nresilience_core::clock;
+use nresilience_core::nesting::{self, NestingSource};
+use nresilience_core::{RetryError, RetryPolicy, Verdict};
 use pin_project_lite::pin_project;
 use reqwest_middleware::{Middleware, Next};
 use tracing::{Instrument, Span};
 
 use crate::classify::{classify_status, is_retryable_status};
-use crate::host_budgets::HostBudgets;
-use crate::layer::{is_idempotent, Retryable};
+use crate::layer::Retryable;
+use crate::request::{carries_marker, host_key, is_idempotent, MARKED, MARKER};
 use crate::telemetry;
-
-/// The marker's name, parsed once.
-const MARKER: HeaderName = HeaderName::from_static(MARKER_HEADER);
 
 /// The error a failed call carries inside `reqwest_middleware::Error::Middleware`.
 pub type Error = RetryError<reqwest_middleware::Error>;
@@ -82,30 +78,28 @@ pub fn retry_error(error: &reqwest_middleware::Error) -> Option<&Error> {
     }
 }
 
-/// A [`reqwest_middleware::Middleware`] that retries requests under a [`RetryPolicy`]
-/// (SPEC H1–H5, N1, N5).
+/// A [`reqwest_middleware::Middleware`] that retries requests under a [`RetryPolicy`].
 ///
-/// Clones share the per-host buckets.
+/// With the default `Automatic` budget each host gets its own bucket, from the policy's
+/// keyed buckets: clones of one policy share them.
 #[derive(Clone)]
 #[must_use]
 pub struct RetryMiddleware {
     policy: RetryPolicy,
-    budgets: Option<Arc<HostBudgets>>,
     retry_non_idempotent: bool,
 }
 
 impl RetryMiddleware {
-    /// A middleware retrying under `policy`, classifying responses as SPEC H1 says.
+    /// A middleware retrying under `policy`, classifying responses as
+    /// [`HttpClassifier`](crate::HttpClassifier) does.
     pub fn new(policy: RetryPolicy) -> Self {
-        let budgets = HostBudgets::per_host(&policy);
         Self {
             policy,
-            budgets,
             retry_non_idempotent: false,
         }
     }
 
-    /// Retries POST, PATCH and other non-idempotent methods too (H3); a [`Retryable`]
+    /// Retries POST, PATCH and other non-idempotent methods too; a [`Retryable`]
     /// extension on a request still wins. Defaults to `false`.
     pub fn retry_non_idempotent(mut self, retry: bool) -> Self {
         self.retry_non_idempotent = retry;
@@ -142,33 +136,28 @@ impl Middleware for RetryMiddleware {
         // Stamped on the first attempt too: by the time a retry goes out, the amplification
         // has already happened (N1). Never stamped twice; unstamped again if the body proves
         // to be a stream, which is sent once.
+        let marked = carries_marker(request.headers());
         let mut template = None;
         if opted && self.policy.may_retry() {
-            let stamped = match request.headers_mut().entry(MARKER) {
-                Entry::Vacant(entry) => {
-                    entry.insert(HeaderValue::from_static(MARKER_VALUE));
-                    true
-                }
-                Entry::Occupied(_) => false,
-            };
+            if !marked {
+                request.headers_mut().insert(MARKER, MARKED);
+            }
             template = request.try_clone();
-            if template.is_none() && stamped {
+            if template.is_none() && !marked {
                 request.headers_mut().remove(MARKER);
             }
         }
 
-        let started = now();
         let target = authority(request.url());
-        let bucket = match &self.budgets {
-            Some(budgets) => budgets.bucket_for(target, started),
-            None => self.policy.bucket(started).cloned(),
-        };
+        let key = host_key(target);
         let options = CallOptions::new()
             .may_retry(template.is_some())
+            .marked(marked)
             .target(target)
-            .method(request.method().as_str());
+            .method(request.method().as_str())
+            .key(&key);
         // Started outside the retrying scope: the call reads whether it is nested itself.
-        let call = Call::start(&self.policy, started, options.bucket(bucket));
+        let call = Call::start(&self.policy, clock::now(), options);
         let attempts = Attempts {
             call,
             first: Some(request),
@@ -210,7 +199,6 @@ impl<F: Future> Future for Scoped<F> {
     }
 }
 
-/// Whether a method may be retried without the caller's say-so (H3).
 /// `host[:port]` of `url`, without user information; the port only when it is not the
 /// scheme's default, which the URL parser has already dropped.
 fn authority(url: &Url) -> &str {
@@ -225,7 +213,7 @@ fn authority(url: &Url) -> &str {
 
 /// One call's attempts: the request of the first, and what a retry is cloned from.
 struct Attempts<'a, 'e> {
-    call: Call,
+    call: Call<reqwest_middleware::Error>,
     first: Option<Request>,
     template: Option<Request>,
     extensions: &'e mut Extensions,
@@ -234,83 +222,55 @@ struct Attempts<'a, 'e> {
 
 impl Attempts<'_, '_> {
     async fn run(mut self) -> Result<Response, Error> {
-        let call = &mut self.call;
-        let mut last = LastAttempt::Rejected;
+        let mut step = self.call.next(clock::now());
         loop {
-            let at = now();
-            let (decision, result) = match call.begin_attempt(at) {
-                Admission::Refused { verdict } => {
-                    last = LastAttempt::Refused;
-                    (call.end_attempt(verdict, at), None)
-                }
-                Admission::Run { timeout } => {
-                    let request = match self.first.take() {
-                        Some(request) => request,
-                        None => match self.template.as_ref().and_then(Request::try_clone) {
-                            Some(request) => request,
-                            None => unreachable!("a call without a template makes one attempt"),
-                        },
-                    };
-                    let (span, request) = attempt_span(call, request);
-                    let attempt = self
-                        .next
-                        .clone()
-                        .run(request, self.extensions)
-                        .instrument(span.clone());
-                    let result = match timeout {
-                        Some(timeout) => tokio::time::timeout(timeout, attempt).await.ok(),
-                        None => Some(attempt.await),
-                    };
-                    let at = now();
-                    match result {
-                        Some(result) => {
-                            let verdict = classify(&result);
-                            telemetry::record_result(
-                                &span,
-                                result.as_ref().ok().map(Response::status),
-                                &verdict,
-                            );
-                            (call.end_attempt(verdict, at), Some(result))
-                        }
-                        None => {
-                            telemetry::record_timeout(&span);
-                            last = LastAttempt::TimedOut;
-                            (call.end_attempt(Verdict::TRANSIENT, at), None)
-                        }
-                    }
-                }
-            };
-            let attempts = call.attempts();
-            match decision {
-                Decision::Stop(reason) => {
-                    return outcome(reason, attempts, result, last);
-                }
-                Decision::Retry(delay) | Decision::Reject(delay) => {
-                    // A retried attempt's response is dropped unread: its connection is
+            step = match step {
+                Step::Run(attempt) => self.attempt(attempt).await,
+                Step::Sleep(until) => {
+                    // A retried attempt's response was dropped unread: its connection is
                     // closed rather than returned half-read to the pool.
-                    if let Some(result) = result {
-                        last = match result {
-                            Ok(_) => LastAttempt::Rejected,
-                            Err(error) => LastAttempt::Error(error),
-                        };
-                    }
-                    tokio::time::sleep_until(instant_after(at, delay)).await;
-                    if matches!(decision, Decision::Reject(_)) {
-                        let rejected = call.reject(now());
-                        return Err(RetryError::new(
-                            StopReason::BudgetExhausted,
-                            attempts,
-                            last,
-                            Some(rejected),
-                        ));
-                    }
+                    tokio::time::sleep_until(until.into()).await;
+                    self.call.next(clock::now())
                 }
+                Step::Done(result) => return result,
+            };
+        }
+    }
+
+    async fn attempt(&mut self, attempt: Attempt) -> Step<Response, reqwest_middleware::Error> {
+        let request = match self.first.take() {
+            Some(request) => request,
+            None => match self.template.as_ref().and_then(Request::try_clone) {
+                Some(request) => request,
+                None => unreachable!("a call without a template makes one attempt"),
+            },
+        };
+        let (span, request) = attempt_span(&self.call, attempt, request);
+        let sent = self
+            .next
+            .clone()
+            .run(request, self.extensions)
+            .instrument(span.clone());
+        let result = match attempt.cut_at() {
+            Some(cut_at) => tokio::time::timeout_at(cut_at.into(), sent).await.ok(),
+            None => Some(sent.await),
+        };
+        match result {
+            Some(result) => {
+                let verdict = classify(&result);
+                let status = result.as_ref().ok().map(Response::status);
+                telemetry::record_result(&span, status, &verdict);
+                self.call.attempted(result, verdict, clock::now())
+            }
+            None => {
+                telemetry::record_timeout(&span);
+                self.call.timed_out(clock::now())
             }
         }
     }
 }
 
-/// The verdict on an attempt (SPEC H1): a response by its status, an error by what it is.
+/// The verdict on an attempt: a response by its status, an error by what it is.
 ///
 /// A request reqwest could not build and a redirect loop are `Permanent`: sending it again
 /// cannot fix them. Every other error — connect, I/O, timeout, or an error from a middleware
@@ -335,7 +295,11 @@ fn classify(result: &reqwest_middleware::Result<Response>) -> Verdict {
 
 /// The span of one attempt, after the OpenTelemetry HTTP conventions, and the request with
 /// its trace context (N6).
-fn attempt_span(call: &Call, mut request: Request) -> (Span, Request) {
+fn attempt_span(
+    call: &Call<reqwest_middleware::Error>,
+    attempt: Attempt,
+    mut request: Request,
+) -> (Span, Request) {
     let url = request.url();
     let target = telemetry::Target {
         method: request.method().as_str(),
@@ -343,7 +307,7 @@ fn attempt_span(call: &Call, mut request: Request) -> (Span, Request) {
         port: url.port_or_known_default(),
         url,
     };
-    let span = telemetry::attempt_span(call.span(), target, call.attempts());
+    let span = telemetry::attempt_span(call.span(), target, attempt.number());
     telemetry::inject_context(&span, request.headers_mut());
     (span, request)
 }

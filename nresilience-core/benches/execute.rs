@@ -2,31 +2,44 @@
 //! under backon's default `retry`, in the same run.
 //!
 //! Run: `cargo bench -p nresilience-core --bench execute`.
+//!
+//! On a shared 2-core machine wall times move by more than the differences measured here, so
+//! each row can also be counted in instructions, which other work on the machine does not move:
+//!
+//! ```text
+//! cargo bench -p nresilience-core --bench execute --no-run
+//! NRESILIENCE_COUNT=nresilience valgrind --tool=callgrind --collect-atstart=no \
+//!     --toggle-collect=execute::counted --callgrind-out-file=/dev/null \
+//!     target/release/deps/execute-<hash>
+//! ```
+//!
+//! valgrind's `Collected` line, divided by the 10,000 calls printed, is instructions per call.
 
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
 
+use std::future::Future;
 use std::hint::black_box;
 
 use backon::{ExponentialBuilder, Retryable};
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use nresilience_core::RetryPolicy;
+use tokio::runtime::Runtime;
 
 async fn work() -> Result<u64, std::io::Error> {
     Ok(black_box(1))
 }
 
-fn bench(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
+/// Calls in a counted run.
+const COUNTED: u32 = 10_000;
+
+/// The default policy, and one as close to backon's defaults as the policy goes: no
+/// deadline, attempt timeout, ceiling or budget.
+fn policies() -> (RetryPolicy, RetryPolicy) {
     let policy = RetryPolicy::builder()
         .name("bench")
         .build()
         .expect("valid policy");
-    // As close to backon's defaults as the policy goes: no deadline, attempt timeout,
-    // ceiling or budget.
     let bare = RetryPolicy::builder()
         .name("bench-bare")
         .deadline(None)
@@ -35,6 +48,36 @@ fn bench(c: &mut Criterion) {
         .budget(nresilience_core::RetryBudget::None)
         .build()
         .expect("valid policy");
+    (policy, bare)
+}
+
+/// Each row, boxed alike for counting: a name and one call of it.
+fn rows(runtime: &Runtime, row: &mut Row<'_>) {
+    let (policy, bare) = policies();
+    row(runtime, "direct", &|| {
+        Box::pin(async { drop(work().await) })
+    });
+    row(runtime, "nresilience", &|| {
+        let policy = policy.clone();
+        Box::pin(async move { drop(policy.execute(|_| work()).await) })
+    });
+    row(runtime, "nresilience_bare", &|| {
+        let bare = bare.clone();
+        Box::pin(async move { drop(bare.execute(|_| work()).await) })
+    });
+    row(runtime, "backon", &|| {
+        Box::pin(async { drop(work.retry(ExponentialBuilder::default()).await) })
+    });
+}
+
+type Call = std::pin::Pin<Box<dyn Future<Output = ()>>>;
+
+/// What [`rows`] does with each row: count it, or skip it.
+type Row<'a> = dyn FnMut(&Runtime, &str, &dyn Fn() -> Call) + 'a;
+
+fn bench(c: &mut Criterion) {
+    let runtime = runtime();
+    let (policy, bare) = policies();
     let mut group = c.benchmark_group("execute/success");
     group.bench_function("direct", |b| b.to_async(&runtime).iter(work));
     group.bench_function("nresilience", |b| {
@@ -50,5 +93,44 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime")
+}
+
+/// The only function valgrind counts in (`--toggle-collect=execute::counted`). The calls are
+/// boxed the same way in every row, so the difference between rows is the call's own cost.
+#[inline(never)]
+fn counted(runtime: &Runtime, call: &dyn Fn() -> Call) {
+    runtime.block_on(async {
+        for _ in 0..COUNTED {
+            call().await;
+        }
+    });
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    match std::env::var("NRESILIENCE_COUNT") {
+        Ok(wanted) => {
+            let runtime = runtime();
+            rows(&runtime, &mut |runtime, name, call| {
+                if name == wanted {
+                    // Warm: the first calls make the bucket, the latency window, the span callsites.
+                    for _ in 0..COUNTED / 10 {
+                        runtime.block_on(call());
+                    }
+                    counted(runtime, call);
+                    println!("{name}\t{COUNTED} calls");
+                }
+            });
+        }
+        Err(_) => {
+            benches();
+            Criterion::default().configure_from_args().final_summary();
+        }
+    }
+}

@@ -22,29 +22,27 @@
 #![forbid(unsafe_code)]
 
 pub mod backoff;
-pub mod breaker;
 pub mod budget;
-pub mod call;
-mod ceiling;
+pub mod clock;
 mod criticality;
-mod error;
-mod execute;
-pub mod latency;
-pub mod limiter;
+mod executor;
+mod guards;
 pub mod nesting;
-mod policy;
 #[cfg(feature = "simulate")]
 pub mod simulate;
 pub mod telemetry;
-mod verdict;
 
 pub use backoff::{
     Backoff, BackoffKind, InvalidBackoff, Jitter, MeasuredBase, NextAttempt, RetryKind,
 };
 pub use budget::{BudgetOptions, InvalidBudget, RetryBudget, TokenBucket};
-pub use ceiling::AttemptCeiling;
 pub use criticality::Criticality;
-pub use error::{CallRejected, InvalidPolicy, LastAttempt, RejectReason, RetryError, StopReason};
-pub use execute::{Attempt, Report};
-pub use policy::{RetryPolicy, RetryPolicyBuilder};
-pub use verdict::{Classify, DefaultClassifier, Verdict};
+pub use executor::call::{self, Attempt};
+pub use executor::ceiling::AttemptCeiling;
+pub use executor::error::{
+    CallRejected, InvalidPolicy, LastAttempt, RejectReason, RetryError, StopReason,
+};
+pub use executor::latency;
+pub use executor::policy::{RetryPolicy, RetryPolicyBuilder};
+pub use executor::verdict::{Classify, DefaultClassifier, Verdict};
+pub use guards::{breaker, limiter};

@@ -624,7 +624,13 @@ async fn b8_limiter_refusals_are_self_imposed_and_cost_the_budget_nothing() {
 async fn b8_half_open_breaker_recovers_through_the_executor_after_self_imposed_refusals() {
     let start = Instant::now().into_std();
     let breaker = Arc::new(
-        CircuitBreaker::new(BreakerOptions::default().minimum_throughput(2), start).unwrap(),
+        CircuitBreaker::new(
+            BreakerOptions::default()
+                .consecutive_failures(Some(2))
+                .probes_to_close(1),
+            start,
+        )
+        .unwrap(),
     );
     // A limiter that is always empty after its single permit refuses every later probe.
     let limiter = Arc::new(RateLimiter::new(1e-6, 1, start).unwrap());
@@ -640,7 +646,7 @@ async fn b8_half_open_breaker_recovers_through_the_executor_after_self_imposed_r
         let _ = policy.execute(|_| async { Err::<(), ()>(()) }).await;
     }
     assert_eq!(breaker.state(Instant::now().into_std()), BreakerState::Open);
-    tokio::time::advance(Duration::from_secs(5)).await;
+    tokio::time::advance(breaker.options().break_duration).await;
 
     let limited = base()
         .backoff(Backoff::none())

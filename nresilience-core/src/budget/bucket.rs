@@ -10,7 +10,7 @@ use crate::Criticality;
 const UNIT: u64 = 1_000_000_000;
 const NANOS_PER_SECOND: u64 = 1_000_000_000;
 
-/// The token bucket behind a retry budget (SPEC B1–B9, B11).
+/// The token bucket behind a retry budget.
 ///
 /// Successful attempts deposit `fraction` tokens, a floor rate refills it regardless of
 /// traffic, and each retry withdraws one token. A new bucket starts full (B4). Every method
@@ -67,17 +67,22 @@ impl TokenBucket {
     /// A full bucket (B4) with the given options, or the reason they cannot work.
     pub fn new(options: BudgetOptions, now: Instant) -> Result<Self, InvalidBudget> {
         options.validate()?;
+        Ok(Self::new_unchecked(options, now))
+    }
+
+    /// A full bucket from options already validated.
+    pub(crate) fn new_unchecked(options: BudgetOptions, now: Instant) -> Self {
         let to_units = |tokens: f64| (tokens * UNIT as f64).round() as u64;
         let capacity = to_units(options.effective_capacity());
-        let rate = to_units(options.get_minimum_per_second());
+        let rate = to_units(options.minimum_per_second);
         let fill_nanos = if rate == 0 {
             u64::MAX
         } else {
             let nanos = u128::from(capacity) * u128::from(NANOS_PER_SECOND) / u128::from(rate);
             u64::try_from(nanos + 1).unwrap_or(u64::MAX)
         };
-        Ok(Self {
-            deposit: to_units(options.get_fraction()),
+        Self {
+            deposit: to_units(options.fraction),
             rate,
             capacity,
             sheddable_threshold: UNIT + capacity / 2,
@@ -85,7 +90,7 @@ impl TokenBucket {
             origin: now,
             balance: AtomicU64::new(capacity),
             refilled_to: AtomicU64::new(0),
-        })
+        }
     }
 
     /// Adds `fraction` tokens for a successful attempt, up to the capacity (B1).
@@ -117,6 +122,18 @@ impl TokenBucket {
                 Some(if granted { balance - UNIT } else { balance })
             });
         granted
+    }
+
+    /// Gives back the token withdrawn for a retry that was then not sent (B13): its delay
+    /// would have passed the deadline, its caller cancelled it, a breaker refused it. A token
+    /// pays for a retry that goes out, never for one that does not. Up to the capacity.
+    pub fn refund(&self) {
+        let capacity = self.capacity;
+        let _ = self
+            .balance
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |balance| {
+                Some(balance.saturating_add(UNIT).min(capacity))
+            });
     }
 
     /// How long the floor needs to accrue the token a `Normal` retry is missing (B7).

@@ -334,8 +334,8 @@ proptest! {
         }
         let elapsed = (now - start).as_secs_f64();
         let bound = options.effective_capacity()
-            + options.get_fraction() * successes as f64
-            + options.get_minimum_per_second() * elapsed
+            + options.fraction * successes as f64
+            + options.minimum_per_second * elapsed
             + 1.0;
         prop_assert!(granted as f64 <= bound, "granted {} > bound {}", granted, bound);
     }

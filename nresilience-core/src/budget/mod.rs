@@ -24,6 +24,7 @@
 //! ```
 
 mod bucket;
+mod keyed;
 mod options;
 mod registry;
 
@@ -32,18 +33,20 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use bucket::TokenBucket;
+pub use keyed::{KeyedBuckets, DEFAULT_MAX_KEYS};
 pub use options::{BudgetOptions, InvalidBudget, MAX_CAPACITY, MAX_MINIMUM_PER_SECOND};
 pub use registry::shared_bucket;
 
-/// Where a policy's token bucket lives (SPEC B10).
+/// Where a policy's token bucket lives.
 ///
 /// Defaults to [`RetryBudget::Automatic`] with [`BudgetOptions::default`].
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum RetryBudget {
-    /// A bucket private to each policy instance (or to each key of a keyed policy, such as
-    /// each host of an HTTP client). Two policies built from one preset do not share it, so
-    /// a storm against one dependency cannot throttle retries to another.
+    /// A bucket private to each policy instance and its clones — or, for calls started with
+    /// a [key](crate::call::CallOptions::key), one per key (each host of an HTTP client), in
+    /// a bounded [`KeyedBuckets`] table. Two policies built from one preset do not share it,
+    /// so a storm against one dependency cannot throttle retries to another.
     Automatic(BudgetOptions),
     /// A process-wide bucket looked up by name: every policy naming it shares one bucket,
     /// and the first caller's options win.

@@ -5,6 +5,7 @@ use std::fmt;
 /// Defaults to a `fraction` of `0.1` (ten successes fund one retry), a floor of `3.0`
 /// tokens per second and a capacity of ten seconds of the floor (`30`).
 ///
+/// Read a term by its field (`options.fraction`); set it with the method of the same name.
 /// The setters only record values; [`TokenBucket::new`](super::TokenBucket::new) and
 /// [`BudgetOptions::validate`] reject invalid ones with a reason.
 ///
@@ -16,13 +17,19 @@ use std::fmt;
 /// let options = BudgetOptions::default().minimum_per_second(0.0);
 /// // A zero floor leaves a bucket of one token: at most one retry can be banked.
 /// assert_eq!(options.effective_capacity(), 1.0);
+/// assert_eq!(options.fraction, 0.1);
 /// assert!(BudgetOptions::default().fraction(0.0).validate().is_err());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct BudgetOptions {
-    fraction: f64,
-    minimum_per_second: f64,
-    capacity: Option<f64>,
+    /// Tokens each successful attempt deposits; see [`fraction`](Self::fraction()).
+    pub fraction: f64,
+    /// Tokens per second the bucket refills regardless of traffic; see
+    /// [`minimum_per_second`](Self::minimum_per_second()).
+    pub minimum_per_second: f64,
+    /// The explicit capacity, if any; see [`effective_capacity`](Self::effective_capacity).
+    pub capacity: Option<f64>,
 }
 
 /// The largest floor rate accepted, in tokens per second.
@@ -43,7 +50,7 @@ impl BudgetOptions {
         }
     }
 
-    /// Tokens each successful attempt deposits, in `(0, 1]` (SPEC B1).
+    /// Tokens each successful attempt deposits, in `(0, 1]`.
     ///
     /// There is no zero fraction: a budget that is off is
     /// [`RetryBudget::None`](super::RetryBudget::None). Defaults to `0.1`.
@@ -52,7 +59,7 @@ impl BudgetOptions {
         self
     }
 
-    /// Tokens per second the bucket refills regardless of traffic, `>= 0` (SPEC B2).
+    /// Tokens per second the bucket refills regardless of traffic, `>= 0`.
     ///
     /// With `0`, successful attempts are the only source of tokens. Defaults to `3.0`.
     pub const fn minimum_per_second(mut self, minimum_per_second: f64) -> Self {
@@ -60,7 +67,7 @@ impl BudgetOptions {
         self
     }
 
-    /// The most tokens the bucket can hold, `>= 1` (SPEC B3).
+    /// The most tokens the bucket can hold, `>= 1`.
     ///
     /// Defaults to ten seconds of the floor, never below one token.
     pub const fn capacity(mut self, capacity: f64) -> Self {
@@ -69,11 +76,13 @@ impl BudgetOptions {
     }
 
     /// The configured fraction.
+    #[deprecated(note = "read the field: `options.fraction`")]
     pub const fn get_fraction(&self) -> f64 {
         self.fraction
     }
 
     /// The configured floor rate in tokens per second.
+    #[deprecated(note = "read the field: `options.minimum_per_second`")]
     pub const fn get_minimum_per_second(&self) -> f64 {
         self.minimum_per_second
     }
@@ -146,8 +155,8 @@ mod tests {
     #[test]
     fn defaults_match_b1_b2_b3() {
         let options = BudgetOptions::default();
-        assert_eq!(options.get_fraction(), 0.1);
-        assert_eq!(options.get_minimum_per_second(), 3.0);
+        assert_eq!(options.fraction, 0.1);
+        assert_eq!(options.minimum_per_second, 3.0);
         assert_eq!(options.effective_capacity(), 30.0);
         assert!(options.validate().is_ok());
     }

@@ -17,17 +17,14 @@ use super::load::Load;
 use super::report::{worst_second, HopReport, Second, SimulationReport, Totals};
 use super::rng::SplitMix64;
 use super::InvalidSimulation;
-use crate::breaker::CircuitBreaker;
-use crate::limiter::RateLimiter;
-use crate::{
-    Backoff, DefaultClassifier, InvalidPolicy, Report, RetryBudget, RetryPolicy, StopReason,
-};
+use crate::budget::RetryBudget;
+use crate::executor::error::{InvalidPolicy, RetryError, StopReason};
+use crate::executor::policy::RetryPolicy;
+use crate::guards::breaker::CircuitBreaker;
+use crate::guards::limiter::RateLimiter;
 
 /// tokio's timer resolution: every timer fires on a whole millisecond of the virtual clock.
 const TICK: Duration = Duration::from_millis(1);
-
-/// How many runtimes to try before giving up on starting within a tick of the policies' build.
-const ALIGNMENT_TRIES: usize = 1_000;
 
 /// Everything a run needs, borrowed from the [`Simulation`](super::Simulation).
 #[derive(Debug, Clone, Copy)]
@@ -70,45 +67,28 @@ fn run_on_this_thread(setup: Setup<'_>, seed: u64) -> Result<SimulationReport, I
     let mut arrival_streams = vec![arrivals];
     arrival_streams.extend(setup.loads.iter().skip(1).map(|_| seeds.next_u64()));
 
-    for _ in 0..ALIGNMENT_TRIES {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .map_err(|e| InvalidSimulation::new(format!("cannot start a runtime: {e}")))?;
-        let started: Result<Option<SimulationReport>, InvalidSimulation> = LocalSet::new()
-            .block_on(&runtime, async {
-                // A policy's latency estimate counts its refresh slices from the real instant it
-                // was built (`std::time::Instant::now()`), while the run reads the virtual clock,
-                // which stands still at the instant the runtime paused it (tick 0) and then moves
-                // in whole ticks. Built less than a tick after tick 0, every slice boundary falls
-                // strictly between two ticks, so starting the run at tick 1 puts each event in the
-                // same slice on every run. A policy built from the virtual clock would be aligned
-                // as well, one tick earlier.
-                let zero = Instant::now();
-                let before = std::time::Instant::now();
-                let policies = setup
-                    .policies
-                    .iter()
-                    .zip(&jitter)
-                    .map(|(policy, &seed)| fresh(policy, seed, zero.into_std()))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let after = std::time::Instant::now();
-                if before <= zero.into_std() || after >= (zero + TICK).into_std() {
-                    return Ok(None);
-                }
-                tokio::time::sleep_until(zero + TICK).await;
-                let world = Rc::new(World::new(policies, setup, SplitMix64::new(dependency)));
-                Ok(Some(drive(world, setup, &arrival_streams, seed).await))
-            });
-        if let Some(report) = started? {
-            return Ok(report);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| InvalidSimulation::new(format!("cannot start a runtime: {e}")))?;
+    LocalSet::new().block_on(&runtime, async {
+        let zero = Instant::now();
+        let policies = setup
+            .policies
+            .iter()
+            .zip(&jitter)
+            .map(|(policy, &seed)| fresh(policy, seed, zero.into_std()))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Each policy's latency estimate counts its refresh slices from the first instant it
+        // sees: the instant the simulated processes are built, a tick before they start.
+        for policy in &policies {
+            policy.estimate(zero.into_std());
         }
-    }
-    Err(InvalidSimulation::new(format!(
-        "could not build the policies within a millisecond of starting the virtual clock in \
-         {ALIGNMENT_TRIES} tries; the machine is too busy to simulate deterministically"
-    )))
+        tokio::time::sleep_until(zero + TICK).await;
+        let world = Rc::new(World::new(policies, setup, SplitMix64::new(dependency)));
+        Ok(drive(world, setup, &arrival_streams, seed).await)
+    })
 }
 
 /// The same settings as `policy`, with none of its state: a full bucket, an empty latency
@@ -123,21 +103,7 @@ fn fresh(
         RetryBudget::Shared(_, options) => RetryBudget::Automatic(*options),
         budget => budget.clone(),
     };
-    // `reconfigure` keeps the bucket while the budget is unchanged and the estimate while the
-    // ceiling and measured base are: going through a policy that differs in all three makes
-    // the second build start both afresh.
-    let detached = policy
-        .reconfigure()
-        .budget(RetryBudget::None)
-        .attempt_ceiling(None)
-        .backoff(Backoff::none())
-        .build()?;
-    let mut builder = detached
-        .reconfigure()
-        .budget(budget)
-        .attempt_ceiling(policy.attempt_ceiling())
-        .backoff(policy.backoff().clone())
-        .jitter_seed(jitter_seed);
+    let mut builder = policy.to_builder().budget(budget).jitter_seed(jitter_seed);
     if let Some(limiter) = policy.rate_limiter() {
         let limiter = RateLimiter::new(limiter.permits_per_second(), limiter.burst(), now)
             .map_err(|e| InvalidSimulation::new(e.to_string()))?;
@@ -255,10 +221,10 @@ fn spawn(world: &Rc<World>, hop: usize) -> JoinHandle<bool> {
 async fn call(world: Rc<World>, hop: usize) -> bool {
     let started = Instant::now();
     world.with(|state| state.hops[hop].second(world.since(started)).calls += 1);
-    let report = world.policies[hop]
-        .run(&DefaultClassifier, |_| attempt(Rc::clone(&world), hop))
+    let result = world.policies[hop]
+        .execute(|_| attempt(Rc::clone(&world), hop))
         .await;
-    world.call_ended(hop, started, &report)
+    world.call_ended(hop, started, result.as_ref().err().map(RetryError::reason))
 }
 
 /// One attempt of `hop`: a request to the next hop, or the dependency serving it.
@@ -392,13 +358,9 @@ impl World {
         (answer, InFlight(Rc::clone(self)))
     }
 
-    fn call_ended(
-        &self,
-        hop: usize,
-        started: Instant,
-        report: &Report<Result<(), Failure>>,
-    ) -> bool {
-        let succeeded = report.stop == StopReason::Succeeded;
+    /// Counts a call that ended, `failed` for the reason, if it did.
+    fn call_ended(&self, hop: usize, started: Instant, failed: Option<StopReason>) -> bool {
+        let succeeded = failed.is_none();
         let now = Instant::now();
         self.with(|state| {
             if self.is_entry(hop) {
@@ -411,7 +373,7 @@ impl World {
             } else {
                 tally.second(self.since(started)).failed += 1;
             }
-            if report.stop == StopReason::BudgetExhausted {
+            if failed == Some(StopReason::BudgetExhausted) {
                 tally.budget_refusals += 1;
             }
         });

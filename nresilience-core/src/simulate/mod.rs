@@ -75,7 +75,7 @@ pub use dependency::{Dependency, Tail};
 pub use load::Load;
 pub use report::{HopReport, Second, SimulationReport};
 
-use crate::RetryPolicy;
+use crate::executor::policy::RetryPolicy;
 use engine::Shape;
 
 /// A simulation being set up: a policy (or a chain of them) with a load, or a fleet of

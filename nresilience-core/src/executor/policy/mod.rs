@@ -41,14 +41,18 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 
 pub use builder::RetryPolicyBuilder;
-use estimates::{Estimate, Estimates};
+pub(crate) use estimates::Estimate;
+use estimates::Estimates;
 
-use crate::breaker::CircuitBreaker;
-use crate::limiter::RateLimiter;
+use crate::backoff::{Backoff, NextAttempt};
+use crate::budget::{KeyedBuckets, RetryBudget, TokenBucket, DEFAULT_MAX_KEYS};
+use crate::criticality::Criticality;
+use crate::executor::ceiling::AttemptCeiling;
+use crate::guards::breaker::CircuitBreaker;
+use crate::guards::limiter::RateLimiter;
 use crate::telemetry::Instruments;
-use crate::{AttemptCeiling, Backoff, Criticality, NextAttempt, RetryBudget, TokenBucket};
 
-/// A retry policy. Cheap to clone; clones share the policy's bucket and latency estimate.
+/// A retry policy. Cheap to clone; clones share the policy's buckets and latency estimate.
 ///
 /// Two policies built separately never share an `Automatic` bucket, even from the same
 /// settings (B10). Equality compares the settings only: a bucket created lazily by the
@@ -61,10 +65,20 @@ pub struct RetryPolicy {
 struct Inner {
     config: Config,
     /// Shared with policies reconfigured from this one while their budget is the same.
-    bucket: Arc<OnceLock<Option<Arc<TokenBucket>>>>,
+    buckets: Arc<Buckets>,
     estimates: Option<Arc<Mutex<Estimates>>>,
     rng: Option<Mutex<StdRng>>,
     instruments: Instruments,
+}
+
+/// Where a policy's retries are funded from, made on first use so that a bucket starts
+/// full at the `now` of the call that first needs it.
+#[derive(Default)]
+struct Buckets {
+    /// The policy's own bucket: private for `Automatic`, the named one for `Shared`.
+    own: OnceLock<Option<Arc<TokenBucket>>>,
+    /// One per key, for keyed calls under an `Automatic` budget.
+    keyed: OnceLock<Option<KeyedBuckets>>,
 }
 
 #[derive(Clone, PartialEq)]
@@ -150,26 +164,52 @@ impl RetryPolicy {
         self.inner.config.criticality
     }
 
-    /// The policy's own bucket, created on first use; `None` when the budget is off.
+    /// The policy's own bucket, created full at `now` on first use; `None` when the budget
+    /// is off.
     ///
     /// For `Automatic` this bucket is private to this policy and its clones; for `Shared` it
     /// is the process-wide bucket of that name.
     pub fn bucket(&self, now: Instant) -> Option<&Arc<TokenBucket>> {
         self.inner
-            .bucket
+            .buckets
+            .own
+            // The options were validated when the policy was built: never an error here.
             .get_or_init(|| self.inner.config.budget.make_bucket(now).ok().flatten())
             .as_ref()
+    }
+
+    /// The bucket that funds the retries of calls keyed `key` (a host, say): with an
+    /// `Automatic` budget, `key`'s own, from a table of at most 1,024 keys shared by this
+    /// policy's clones (the least recently used key is forgotten first); otherwise the
+    /// policy's [`bucket`](Self::bucket).
+    pub fn keyed_bucket(&self, key: &str, now: Instant) -> Option<Arc<TokenBucket>> {
+        let keyed = self
+            .inner
+            .buckets
+            .keyed
+            .get_or_init(|| match &self.inner.config.budget {
+                RetryBudget::Automatic(options) => {
+                    KeyedBuckets::new(*options, DEFAULT_MAX_KEYS).ok()
+                }
+                _ => None,
+            });
+        match keyed {
+            Some(keyed) => Some(keyed.bucket_for(key, now)),
+            None => self.bucket(now).cloned(),
+        }
     }
 
     pub(crate) fn rejection_pause(&self) -> Duration {
         self.inner.config.rejection_pause
     }
 
-    pub(crate) fn rate_limiter(&self) -> Option<&RateLimiter> {
+    /// This process's rate limiter in front of every attempt, if any.
+    pub fn rate_limiter(&self) -> Option<&RateLimiter> {
         self.inner.config.rate_limiter.as_ref().map(|s| &*s.0)
     }
 
-    pub(crate) fn circuit_breaker(&self) -> Option<&CircuitBreaker> {
+    /// The circuit breaker in front of every attempt, if any.
+    pub fn circuit_breaker(&self) -> Option<&CircuitBreaker> {
         self.inner.config.circuit_breaker.as_ref().map(|s| &*s.0)
     }
 
@@ -177,7 +217,8 @@ impl RetryPolicy {
         &self.inner.instruments
     }
 
-    /// The latency estimate as of `now`, refitted when its refresh interval has passed.
+    /// The latency estimate as of `now`, refitted when its refresh interval has passed. The
+    /// first `now` it sees starts its refresh slices.
     pub(crate) fn estimate(&self, now: Instant) -> Estimate {
         match &self.inner.estimates {
             Some(estimates) => lock(estimates).estimate(now),
@@ -233,7 +274,7 @@ impl fmt::Debug for RetryPolicy {
 impl Default for RetryPolicy {
     /// The default policy; see [`RetryPolicy::builder`].
     fn default() -> Self {
-        Self::from_config(builder::default_config(), crate::call::now(), None)
+        Self::from_config(builder::default_config(), None)
     }
 }
 
@@ -255,15 +296,35 @@ impl RetryPolicy {
     /// # Ok::<(), nresilience_core::InvalidPolicy>(())
     /// ```
     pub fn reconfigure(&self) -> RetryPolicyBuilder {
-        RetryPolicyBuilder::from_policy(self)
+        RetryPolicyBuilder::from_policy(self, true)
     }
 
-    fn from_config(config: Config, now: Instant, previous: Option<&RetryPolicy>) -> Self {
-        let mut bucket = Arc::new(OnceLock::new());
+    /// A builder holding this policy's settings and none of its state: its `build` makes a
+    /// policy with new buckets and an empty latency estimate, as if built from the same
+    /// settings anew (B10: two policies from one preset do not share a bucket).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Instant;
+    /// use nresilience_core::RetryPolicy;
+    ///
+    /// let now = Instant::now();
+    /// let preset = RetryPolicy::builder().name("inventory").build()?;
+    /// let other = preset.to_builder().build()?;
+    /// assert_eq!(preset, other); // the same settings ...
+    /// assert!(!Arc::ptr_eq(preset.bucket(now).unwrap(), other.bucket(now).unwrap())); // ... its own bucket
+    /// # Ok::<(), nresilience_core::InvalidPolicy>(())
+    /// ```
+    pub fn to_builder(&self) -> RetryPolicyBuilder {
+        RetryPolicyBuilder::from_policy(self, false)
+    }
+
+    fn from_config(config: Config, previous: Option<&RetryPolicy>) -> Self {
+        let mut buckets = Arc::default();
         let mut kept_estimates = None;
         if let Some(previous) = previous.map(|p| &*p.inner) {
             if previous.config.budget == config.budget {
-                bucket = Arc::clone(&previous.bucket);
+                buckets = Arc::clone(&previous.buckets);
             }
             if previous.config.attempt_ceiling == config.attempt_ceiling
                 && previous.config.backoff.measured_base() == config.backoff.measured_base()
@@ -272,7 +333,7 @@ impl RetryPolicy {
             }
         }
         let estimates = kept_estimates.or_else(|| {
-            Estimates::new(config.attempt_ceiling, config.backoff.measured_base(), now)
+            Estimates::new(config.attempt_ceiling, config.backoff.measured_base())
                 .map(|e| Arc::new(Mutex::new(e)))
         });
         let rng = config
@@ -288,7 +349,7 @@ impl RetryPolicy {
         Self {
             inner: Arc::new(Inner {
                 config,
-                bucket,
+                buckets,
                 estimates,
                 rng,
                 instruments: Instruments::new(policy_tag),

@@ -1,15 +1,16 @@
-//! Why a call stopped, and the error a failed call returns (SPEC E3, B7).
+//! Why a call stopped, and the error a failed call returns.
 
 use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
-use crate::{InvalidBackoff, InvalidBudget};
+use crate::backoff::InvalidBackoff;
+use crate::budget::InvalidBudget;
 
-/// Why a call stopped (SPEC E3).
+/// Why a call stopped.
 ///
 /// A caller cancels a call by dropping its future: nothing runs after that, so there is no
-/// report to read.
+/// error to read; its metrics and span carry the outcome `cancelled`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StopReason {
@@ -19,9 +20,12 @@ pub enum StopReason {
     Permanent,
     /// The attempts allowed were used up (or the call may not be retried at all).
     AttemptsExhausted,
-    /// The retry budget refused a retry (B7).
+    /// The retry budget refused a retry.
     BudgetExhausted,
-    /// The deadline passed, or the next delay would have passed it (K14).
+    /// A circuit breaker in front of the dependency is open: the call was refused before its
+    /// next attempt.
+    BreakerOpen,
+    /// The deadline passed, or the next delay would have passed it.
     DeadlineExceeded,
 }
 
@@ -33,6 +37,7 @@ impl StopReason {
             StopReason::Permanent => "permanent",
             StopReason::AttemptsExhausted => "attempts_exhausted",
             StopReason::BudgetExhausted => "budget_exhausted",
+            StopReason::BreakerOpen => "breaker_open",
             StopReason::DeadlineExceeded => "deadline_exceeded",
         }
     }
@@ -44,41 +49,53 @@ impl fmt::Display for StopReason {
     }
 }
 
-/// Why a retry was refused.
+/// What refused a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RejectReason {
-    /// The retry budget had no token for the retry.
+    /// The retry budget had no token for a retry.
     BudgetExhausted,
+    /// A circuit breaker was open (or half-open with every probe slot taken).
+    BreakerOpen,
 }
 
 impl RejectReason {
-    /// The `nresilience.reason` metric tag.
+    /// The `nresilience.reason` metric tag: `budget_exhausted` or `breaker_open`.
     pub const fn as_str(self) -> &'static str {
         match self {
             RejectReason::BudgetExhausted => "budget_exhausted",
+            RejectReason::BreakerOpen => "breaker_open",
+        }
+    }
+
+    pub(crate) const fn stop_reason(self) -> StopReason {
+        match self {
+            RejectReason::BudgetExhausted => StopReason::BudgetExhausted,
+            RejectReason::BreakerOpen => StopReason::BreakerOpen,
         }
     }
 }
 
-/// A retry refused by the budget (B7).
+/// A call refused by the retry budget or a circuit breaker, after the rejection pause.
 ///
-/// `retry_after` is the time the budget's floor needs to fund the missing token, taken after
-/// the rejection pause; `None` when the floor is zero and only successes refill the bucket.
+/// `retry_after` is read after the pause: for the budget, the time its floor needs to fund
+/// the missing token (`None` when the floor is zero and only successes refill it); for a
+/// breaker, the rest of its break (`None` when it is half-open and every probe slot is
+/// taken: nobody can say when a probe will finish).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CallRejected {
-    /// Why the retry was refused.
+    /// What refused the call.
     pub reason: RejectReason,
     /// When to come back, if anyone can honestly say.
     pub retry_after: Option<Duration>,
 }
 
 impl CallRejected {
-    /// A budget refusal with its hint.
-    pub const fn budget_exhausted(retry_after: Option<Duration>) -> Self {
+    /// A refusal for `reason` with its hint.
+    pub const fn new(reason: RejectReason, retry_after: Option<Duration>) -> Self {
         Self {
-            reason: RejectReason::BudgetExhausted,
+            reason,
             retry_after,
         }
     }
@@ -86,7 +103,7 @@ impl CallRejected {
 
 impl fmt::Display for CallRejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "retry refused: {}", self.reason.as_str())?;
+        write!(f, "call refused: {}", self.reason.as_str())?;
         if let Some(after) = self.retry_after {
             write!(f, ", retry after {after:?}")?;
         }
@@ -106,8 +123,9 @@ pub enum LastAttempt<E> {
     TimedOut,
     /// This process's own limiter or breaker refused it: it never ran.
     Refused,
-    /// It returned a value the classifier did not accept as a success.
-    Rejected,
+    /// It answered with a value the classifier did not accept as a success (a `503`, say);
+    /// the value itself went back to nobody.
+    Unsuccessful,
 }
 
 /// A call that did not succeed: why it stopped, how many attempts ran, and what the last
@@ -120,8 +138,7 @@ pub struct RetryError<E> {
 }
 
 impl<E> RetryError<E> {
-    /// A failed call, for drivers of [`Call`](crate::call::Call) other than the executor.
-    pub fn new(
+    pub(crate) fn new(
         reason: StopReason,
         attempts: u32,
         last: LastAttempt<E>,
@@ -133,6 +150,12 @@ impl<E> RetryError<E> {
             last,
             rejected,
         }
+    }
+
+    /// A call that failed with `error` before its first attempt (a request that could not be
+    /// built or read): [`StopReason::Permanent`] after no attempts.
+    pub fn not_attempted(error: E) -> Self {
+        Self::new(StopReason::Permanent, 0, LastAttempt::Error(error), None)
     }
 
     /// Why the call stopped.
@@ -171,7 +194,8 @@ impl<E> RetryError<E> {
         matches!(self.last, LastAttempt::TimedOut)
     }
 
-    /// The budget's refusal, when the call stopped with [`StopReason::BudgetExhausted`].
+    /// The refusal, when the call stopped with [`StopReason::BudgetExhausted`] or
+    /// [`StopReason::BreakerOpen`].
     pub fn rejection(&self) -> Option<&CallRejected> {
         self.rejected.as_ref()
     }
@@ -202,7 +226,9 @@ impl<E: fmt::Display> fmt::Display for RetryError<E> {
             LastAttempt::Error(error) => write!(f, ": {error}"),
             LastAttempt::TimedOut => f.write_str(": the last attempt timed out"),
             LastAttempt::Refused => f.write_str(": the last attempt was refused by this process"),
-            LastAttempt::Rejected => f.write_str(": the last attempt's result was not a success"),
+            LastAttempt::Unsuccessful => {
+                f.write_str(": the last attempt's answer was not a success")
+            }
         }
     }
 }

@@ -3,9 +3,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Config, RetryPolicy, Shared};
-use crate::breaker::CircuitBreaker;
-use crate::limiter::RateLimiter;
-use crate::{AttemptCeiling, Backoff, Criticality, InvalidPolicy, RetryBudget};
+use crate::backoff::Backoff;
+use crate::budget::RetryBudget;
+use crate::criticality::Criticality;
+use crate::executor::ceiling::AttemptCeiling;
+use crate::executor::error::InvalidPolicy;
+use crate::guards::breaker::CircuitBreaker;
+use crate::guards::limiter::RateLimiter;
 
 /// Builds a [`RetryPolicy`]; every setter has a default, and [`build`](Self::build) checks
 /// them all.
@@ -41,10 +45,11 @@ impl RetryPolicyBuilder {
         }
     }
 
-    pub(super) fn from_policy(policy: &RetryPolicy) -> Self {
+    /// A builder with `policy`'s settings, whose `build` keeps its state when `keep_state`.
+    pub(super) fn from_policy(policy: &RetryPolicy, keep_state: bool) -> Self {
         Self {
             config: policy.inner.config.clone(),
-            previous: Some(policy.clone()),
+            previous: keep_state.then(|| policy.clone()),
         }
     }
 
@@ -73,7 +78,7 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// The measured attempt ceiling (E5); `None` turns it off. Defaults to
+    /// The measured attempt ceiling; `None` turns it off. Defaults to
     /// [`AttemptCeiling::default`].
     pub fn attempt_ceiling(mut self, attempt_ceiling: Option<AttemptCeiling>) -> Self {
         self.config.attempt_ceiling = attempt_ceiling;
@@ -93,13 +98,15 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// The criticality of the policy's calls (B9). Defaults to [`Criticality::Normal`].
+    /// The criticality of the policy's calls: a `Sheddable` retry must leave half the bucket
+    /// behind. Defaults to [`Criticality::Normal`].
     pub fn criticality(mut self, criticality: Criticality) -> Self {
         self.config.criticality = criticality;
         self
     }
 
-    /// The pause before a budget refusal is returned, never past the deadline (B7).
+    /// The pause before a refusal by the budget or a breaker is returned, never past the
+    /// deadline: a caller that retries at once on a refusal is slowed to one try per pause.
     /// Defaults to 100 ms.
     pub fn rejection_pause(mut self, rejection_pause: Duration) -> Self {
         self.config.rejection_pause = rejection_pause;
@@ -107,14 +114,16 @@ impl RetryPolicyBuilder {
     }
 
     /// This process's own rate limiter for attempts; its refusals are self-imposed and cost
-    /// the budget nothing (B8). Share one `Arc` across policies to share the limit.
+    /// the budget nothing. Share one `Arc` across policies to share the limit.
     /// Defaults to none.
     pub fn rate_limiter(mut self, rate_limiter: Arc<RateLimiter>) -> Self {
         self.config.rate_limiter = Some(Shared(rate_limiter));
         self
     }
 
-    /// A circuit breaker in front of every attempt (B8). Defaults to none.
+    /// A circuit breaker in front of every attempt: while it is open, calls are refused at
+    /// once (after the rejection pause) with the rest of the break as their hint. Defaults
+    /// to none.
     pub fn circuit_breaker(mut self, circuit_breaker: Arc<CircuitBreaker>) -> Self {
         self.config.circuit_breaker = Some(Shared(circuit_breaker));
         self
@@ -150,10 +159,8 @@ impl RetryPolicyBuilder {
         if let Some(ceiling) = &c.attempt_ceiling {
             ceiling.validate()?;
         }
-        // Tokio's clock: a policy built under a paused runtime lives in its virtual time.
         Ok(RetryPolicy::from_config(
             self.config,
-            crate::call::now(),
             self.previous.as_ref(),
         ))
     }

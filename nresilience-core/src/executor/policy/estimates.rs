@@ -1,7 +1,8 @@
 use std::time::{Duration, Instant};
 
-use crate::latency::{nanos_since, LatencyWindow};
-use crate::{AttemptCeiling, MeasuredBase};
+use crate::backoff::MeasuredBase;
+use crate::executor::ceiling::AttemptCeiling;
+use crate::executor::latency::{nanos_since, LatencyWindow};
 
 /// What recent successful attempts say, as fitted at the last refresh.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -18,56 +19,70 @@ pub(crate) struct Estimate {
 /// The latency windows of one policy and the estimate fitted from them.
 ///
 /// Fitting reads every counter of a window, so it runs once per refresh interval rather
-/// than on every attempt.
+/// than on every attempt. The windows start at the first `now` the estimate sees, and the
+/// refresh intervals are counted from there: a policy built long before its first call (or
+/// under another clock) fits the same slices as one built at that call.
 #[derive(Debug)]
 pub(crate) struct Estimates {
-    origin: Instant,
+    ceiling: Option<AttemptCeiling>,
+    measured: Option<MeasuredBase>,
     refresh_nanos: u64,
-    ceiling: Option<(AttemptCeiling, LatencyWindow)>,
-    measured: Option<(MeasuredBase, LatencyWindow)>,
+    windows: Option<Windows>,
     fitted_epoch: Option<u64>,
     fitted: Estimate,
+}
+
+#[derive(Debug)]
+struct Windows {
+    origin: Instant,
+    ceiling: Option<LatencyWindow>,
+    measured: Option<LatencyWindow>,
 }
 
 impl Estimates {
     pub(crate) fn new(
         ceiling: Option<AttemptCeiling>,
         measured: Option<MeasuredBase>,
-        now: Instant,
     ) -> Option<Self> {
         if ceiling.is_none() && measured.is_none() {
             return None;
         }
-        let refresh = ceiling.map_or(Duration::from_secs(1), |c| c.get_refresh());
+        let refresh = ceiling.map_or(Duration::from_secs(1), |c| c.refresh);
         Some(Self {
-            origin: now,
+            ceiling,
+            measured,
             refresh_nanos: u64::try_from(refresh.as_nanos()).unwrap_or(u64::MAX).max(1),
-            ceiling: ceiling.map(|c| {
-                let window = LatencyWindow::new(c.get_window(), now)
-                    .with_minimum_samples(c.get_minimum_samples());
-                (c, window)
-            }),
-            measured: measured.map(|m| {
-                let window =
-                    LatencyWindow::new(m.window(), now).with_minimum_samples(m.minimum_samples());
-                (m, window)
-            }),
+            windows: None,
             fitted_epoch: None,
             fitted: Estimate::default(),
         })
     }
 
+    fn windows(&mut self, now: Instant) -> &mut Windows {
+        let (ceiling, measured) = (self.ceiling, self.measured);
+        self.windows.get_or_insert_with(|| Windows {
+            origin: now,
+            ceiling: ceiling
+                .map(|c| LatencyWindow::new(c.window, now).with_minimum_samples(c.minimum_samples)),
+            measured: measured.map(|m| {
+                LatencyWindow::new(m.window(), now).with_minimum_samples(m.minimum_samples())
+            }),
+        })
+    }
+
     pub(crate) fn record(&mut self, duration: Duration, now: Instant) {
-        if let Some((_, window)) = &mut self.ceiling {
-            window.record(duration, now);
-        }
-        if let Some((_, window)) = &mut self.measured {
+        let windows = self.windows(now);
+        for window in [&mut windows.ceiling, &mut windows.measured]
+            .into_iter()
+            .flatten()
+        {
             window.record(duration, now);
         }
     }
 
     pub(crate) fn estimate(&mut self, now: Instant) -> Estimate {
-        let epoch = nanos_since(self.origin, now) / self.refresh_nanos;
+        let origin = self.windows(now).origin;
+        let epoch = nanos_since(origin, now) / self.refresh_nanos;
         // A fit short of samples is not kept for the interval: the first fit with enough
         // is, so a slowdown early in an interval meets a ceiling fitted to the latency
         // before it (E5).
@@ -88,29 +103,32 @@ impl Estimates {
     /// Whether every configured window holds its minimum of samples: a cheap count, before
     /// the full fit reads every counter.
     fn enough_samples(&self, now: Instant) -> bool {
-        let ceiling = self.ceiling.as_ref().is_none_or(|(config, window)| {
-            window.count(now) >= u64::from(config.get_minimum_samples())
-        });
-        let measured = self.measured.as_ref().is_none_or(|(config, window)| {
-            window.count(now) >= u64::from(config.minimum_samples())
-        });
-        ceiling && measured
+        let Some(windows) = &self.windows else {
+            return false;
+        };
+        [&windows.ceiling, &windows.measured]
+            .into_iter()
+            .flatten()
+            .all(|window| window.count(now) >= u64::from(window.minimum_samples()))
     }
 
     fn fit(&self, now: Instant) -> Estimate {
-        let (ceiling, typical) = match &self.ceiling {
-            Some((config, window)) => (
+        let Some(windows) = &self.windows else {
+            return Estimate::default();
+        };
+        let (ceiling, typical) = match (&self.ceiling, &windows.ceiling) {
+            (Some(config), Some(window)) => (
                 window
-                    .quantile(config.get_quantile(), now)
+                    .quantile(config.quantile, now)
                     .map(|q| config.ceiling_for(q)),
                 window.quantile(0.5, now),
             ),
-            None => (None, None),
+            _ => (None, None),
         };
-        let measured = self
-            .measured
-            .as_ref()
-            .and_then(|(config, window)| window.quantile(config.quantile(), now));
+        let measured = match (&self.measured, &windows.measured) {
+            (Some(config), Some(window)) => window.quantile(config.quantile(), now),
+            _ => None,
+        };
         Estimate {
             ceiling,
             measured,
@@ -126,7 +144,7 @@ mod tests {
     #[test]
     fn e5_ceiling_applies_after_minimum_samples_and_refreshes_per_interval() {
         let start = Instant::now();
-        let mut estimates = Estimates::new(Some(AttemptCeiling::default()), None, start).unwrap();
+        let mut estimates = Estimates::new(Some(AttemptCeiling::default()), None).unwrap();
         for i in 0..19 {
             estimates.record(Duration::from_millis(100), start + Duration::from_millis(i));
         }
@@ -174,7 +192,7 @@ mod tests {
     fn e5_frozen_slice_keeps_the_healthy_fit_through_a_slowdown() {
         let start = Instant::now();
         let ceiling = AttemptCeiling::default().refresh(Duration::from_secs(75));
-        let mut estimates = Estimates::new(Some(ceiling), None, start).unwrap();
+        let mut estimates = Estimates::new(Some(ceiling), None).unwrap();
         for i in 0..100 {
             estimates.record(Duration::from_millis(20), start + Duration::from_millis(i));
         }
@@ -199,6 +217,6 @@ mod tests {
 
     #[test]
     fn no_estimator_without_a_ceiling_or_measured_base() {
-        assert!(Estimates::new(None, None, Instant::now()).is_none());
+        assert!(Estimates::new(None, None).is_none());
     }
 }

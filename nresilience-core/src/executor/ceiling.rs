@@ -1,5 +1,5 @@
 //! The measured attempt ceiling: each attempt bounded by a multiple of recent healthy
-//! latency (SPEC E5).
+//! latency.
 //!
 //! A dependency that turns slow without failing produces no errors, so without a ceiling it
 //! produces no retries either, only queued callers. The ceiling cuts an attempt that takes far
@@ -7,13 +7,14 @@
 
 use std::time::Duration;
 
-use crate::InvalidPolicy;
+use crate::executor::error::InvalidPolicy;
 
 /// How the measured attempt ceiling is computed.
 ///
 /// Defaults to 3 × the p95 of successful attempts over a 5-minute window, applied once 20
 /// samples are in it, never below 50 ms, refreshed at least once a second. It only ever
-/// tightens the configured attempt timeout.
+/// tightens the configured attempt timeout. Read a term by its field (`ceiling.multiple`); set
+/// it with the method of the same name.
 ///
 /// # Example
 ///
@@ -27,15 +28,23 @@ use crate::InvalidPolicy;
 /// // The original library refits the ceiling once per 75-second slice.
 /// let frozen = AttemptCeiling::default().refresh(Duration::from_secs(75));
 /// assert!(frozen.validate().is_ok());
+/// assert_eq!(frozen.refresh, Duration::from_secs(75));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct AttemptCeiling {
-    multiple: f64,
-    quantile: f64,
-    window: Duration,
-    minimum_samples: u32,
-    floor: Duration,
-    refresh: Duration,
+    /// How many times the measured latency an attempt may take.
+    pub multiple: f64,
+    /// The quantile of successful attempt durations measured.
+    pub quantile: f64,
+    /// How much history the estimate covers.
+    pub window: Duration,
+    /// Successful attempts in the window before the ceiling applies.
+    pub minimum_samples: u32,
+    /// The lowest ceiling ever applied.
+    pub floor: Duration,
+    /// How long a fitted ceiling is kept before it is fitted again.
+    pub refresh: Duration,
 }
 
 impl AttemptCeiling {
@@ -91,26 +100,31 @@ impl AttemptCeiling {
     }
 
     /// The configured multiple.
+    #[deprecated(note = "read the field: `ceiling.multiple`")]
     pub const fn get_multiple(&self) -> f64 {
         self.multiple
     }
 
     /// The configured quantile.
+    #[deprecated(note = "read the field: `ceiling.quantile`")]
     pub const fn get_quantile(&self) -> f64 {
         self.quantile
     }
 
     /// The configured window.
+    #[deprecated(note = "read the field: `ceiling.window`")]
     pub const fn get_window(&self) -> Duration {
         self.window
     }
 
     /// The configured minimum number of samples.
+    #[deprecated(note = "read the field: `ceiling.minimum_samples`")]
     pub const fn get_minimum_samples(&self) -> u32 {
         self.minimum_samples
     }
 
     /// The configured refresh interval.
+    #[deprecated(note = "read the field: `ceiling.refresh`")]
     pub const fn get_refresh(&self) -> Duration {
         self.refresh
     }
@@ -158,11 +172,11 @@ mod tests {
     #[test]
     fn e5_defaults() {
         let c = AttemptCeiling::default();
-        assert_eq!(c.get_multiple(), 3.0);
-        assert_eq!(c.get_quantile(), 0.95);
-        assert_eq!(c.get_window(), Duration::from_secs(300));
-        assert_eq!(c.get_minimum_samples(), 20);
-        assert_eq!(c.get_refresh(), Duration::from_secs(1));
+        assert_eq!(c.multiple, 3.0);
+        assert_eq!(c.quantile, 0.95);
+        assert_eq!(c.window, Duration::from_secs(300));
+        assert_eq!(c.minimum_samples, 20);
+        assert_eq!(c.refresh, Duration::from_secs(1));
         assert_eq!(c.ceiling_for(Duration::ZERO), Duration::from_millis(50));
     }
 

@@ -1,4 +1,4 @@
-//! What one attempt's outcome means for the call (SPEC E1).
+//! What one attempt's outcome means for the call.
 
 use std::time::Duration;
 

@@ -1,0 +1,692 @@
+//! One call's retry decisions, as a state machine any driver runs.
+//!
+//! [`RetryPolicy::execute`](crate::RetryPolicy::execute) drives it with async closures; the
+//! HTTP and gRPC middleware of `nresilience-client` drive it from their own futures. Every
+//! driver is the same short loop: ask the [`Call`] for its next [`Step`], do what the step
+//! says — run an attempt, sleep, or return — and hand back what happened. The call holds every
+//! rule between two attempts (the decision order, the budget, the breaker and limiter, the
+//! rejection pause, what a stopped call returns), so a rule changes in one place for every
+//! driver. It does no IO and never reads the clock: time comes in as an argument, so a test or
+//! a simulation can drive it with any clock.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use nresilience_core::call::{Call, CallOptions, Step};
+//! use nresilience_core::{Backoff, Jitter, RetryPolicy, Verdict};
+//!
+//! let policy = RetryPolicy::builder()
+//!     .backoff(Backoff::default().with_jitter(Jitter::None))
+//!     .build()?;
+//! let now = Instant::now();
+//! let mut call = Call::start(&policy, now, CallOptions::new());
+//!
+//! // The driver's loop, spelled out: run, fail, back off 100 ms, run again, succeed.
+//! let Step::Run(first) = call.next::<u32>(now) else { unreachable!() };
+//! assert_eq!(first.number(), 1);
+//! let Step::Sleep(until) = call.attempted::<u32>(Err("reset"), Verdict::TRANSIENT, now) else {
+//!     unreachable!()
+//! };
+//! assert_eq!(until - now, Duration::from_millis(100));
+//! let Step::Run(second) = call.next::<u32>(until) else { unreachable!() };
+//! assert!(second.is_retry());
+//! let Step::Done(result) = call.attempted(Ok(7), Verdict::Success, until) else {
+//!     unreachable!()
+//! };
+//! assert_eq!(result.unwrap(), 7);
+//! assert_eq!(call.attempts(), 2);
+//! # Ok::<(), nresilience_core::InvalidPolicy>(())
+//! ```
+//!
+//! # The driver's loop
+//!
+//! ```
+//! use nresilience_core::call::{Call, CallOptions, Step};
+//! use nresilience_core::{clock, RetryError, RetryPolicy, Verdict};
+//!
+//! async fn fetch(attempt: u32) -> Result<&'static str, std::io::Error> {
+//!     if attempt < 3 { Err(std::io::ErrorKind::ConnectionReset.into()) } else { Ok("row") }
+//! }
+//!
+//! async fn drive(policy: &RetryPolicy) -> Result<&'static str, RetryError<std::io::Error>> {
+//!     let mut call = Call::start(policy, clock::now(), CallOptions::new());
+//!     let mut step = call.next(clock::now());
+//!     loop {
+//!         step = match step {
+//!             // (A real driver also cuts the attempt at `attempt.cut_at()`.)
+//!             Step::Run(attempt) => {
+//!                 let result = fetch(attempt.number()).await;
+//!                 let verdict = if result.is_ok() { Verdict::Success } else { Verdict::TRANSIENT };
+//!                 call.attempted(result, verdict, clock::now())
+//!             }
+//!             Step::Sleep(until) => {
+//!                 tokio::time::sleep_until(until.into()).await;
+//!                 call.next(clock::now())
+//!             }
+//!             Step::Done(result) => return result,
+//!         };
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! assert_eq!(drive(&RetryPolicy::default()).await.unwrap(), "row");
+//! # }
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{field, Level, Span};
+
+use crate::backoff::{NextAttempt, RetryKind};
+use crate::budget::TokenBucket;
+use crate::clock;
+use crate::executor::error::{CallRejected, LastAttempt, RejectReason, RetryError, StopReason};
+use crate::executor::policy::{Estimate, RetryPolicy};
+use crate::executor::verdict::Verdict;
+use crate::guards::breaker::{BreakerOutcome, BreakerPermit};
+use crate::nesting::{self, NestingSource};
+
+/// The outcome tag of a call whose caller dropped it before it stopped.
+const CANCELLED: &str = "cancelled";
+
+/// How a call is started: whether it may retry at all, what it targets, and which bucket
+/// funds its retries.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallOptions<'a> {
+    single_attempt: bool,
+    marked: bool,
+    target: Option<&'a str>,
+    method: Option<&'a str>,
+    key: Option<&'a str>,
+}
+
+impl<'a> CallOptions<'a> {
+    /// A call that may retry as far as its policy allows, charged to the policy's bucket.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Makes this one call a single attempt (a request that cannot be replayed, a
+    /// non-idempotent method) when `false`. It still deposits on success, and it is never
+    /// reported as a nested retry. Defaults to `true` (the call may retry).
+    pub fn may_retry(mut self, may_retry: bool) -> Self {
+        self.single_attempt = !may_retry;
+        self
+    }
+
+    /// The request already carries the nested-retry marker (its headers were forwarded from
+    /// a request whose sender may retry it): when the call may retry, it is reported as
+    /// nested, with the source `header`, even outside any nesting context. Defaults to
+    /// `false`.
+    pub fn marked(mut self, marked: bool) -> Self {
+        self.marked = marked;
+        self
+    }
+
+    /// What the call targets (a host), for the `NestedRetry` span. Defaults to none.
+    pub fn target(mut self, target: &'a str) -> Self {
+        self.target = Some(target);
+        self
+    }
+
+    /// The call's method (an HTTP method, a gRPC path), for the `NestedRetry` span.
+    /// Defaults to none.
+    pub fn method(mut self, method: &'a str) -> Self {
+        self.method = Some(method);
+        self
+    }
+
+    /// Charges the call to the bucket of `key` (a host, say) when the policy's budget is
+    /// `Automatic`: each key has a bucket of its own, so a storm against one key cannot spend
+    /// the retries of another. A `Shared` budget is the one bucket whatever the key.
+    /// Defaults to the policy's own bucket.
+    pub fn key(mut self, key: &'a str) -> Self {
+        self.key = Some(key);
+        self
+    }
+}
+
+/// One attempt the call has admitted: the driver runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt {
+    number: u32,
+    timeout: Option<Duration>,
+    cut_at: Option<Instant>,
+}
+
+impl Attempt {
+    /// The attempt's number: 1 for the first, 2 for the first retry.
+    pub fn number(&self) -> u32 {
+        self.number
+    }
+
+    /// Whether this attempt is a retry.
+    pub fn is_retry(&self) -> bool {
+        self.number > 1
+    }
+
+    /// The time this attempt may take, if bounded: the attempt timeout, the measured
+    /// ceiling and the deadline, whichever comes first.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// When the driver cuts the attempt (then [`Call::timed_out`]), if ever.
+    pub fn cut_at(&self) -> Option<Instant> {
+        self.cut_at
+    }
+}
+
+/// What the driver does next.
+#[derive(Debug)]
+#[must_use]
+pub enum Step<T, E> {
+    /// Run this attempt, cut at [`Attempt::cut_at`]; then report it with
+    /// [`Call::attempted`] or [`Call::timed_out`].
+    Run(Attempt),
+    /// Sleep until this instant (a backoff, or the rejection pause before a refusal), then
+    /// ask [`Call::next`].
+    Sleep(Instant),
+    /// The call is over: return this.
+    Done(Result<T, RetryError<E>>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The next attempt may start.
+    Ready,
+    /// An attempt is running.
+    Attempting,
+    /// The rejection pause before this refusal is returned.
+    Refusing(RejectReason),
+    Done,
+}
+
+/// The state of one call under a policy: the attempts made, the last one's outcome, the
+/// budget token held for a retry, the breaker permit of the attempt running.
+///
+/// Dropping an unfinished call — its caller cancelled it — returns a token withdrawn for a
+/// retry that never went out and a breaker probe slot it held, and records the outcome
+/// `cancelled`.
+pub struct Call<E> {
+    policy: RetryPolicy,
+    bucket: Option<Arc<TokenBucket>>,
+    started: Instant,
+    deadline: Option<Instant>,
+    max_attempts: u32,
+    attempts: u32,
+    attempt_started: Instant,
+    estimate: Estimate,
+    permit: Option<BreakerPermit>,
+    /// A token withdrawn for the next retry: spent when the retry goes out, returned if the
+    /// call ends first (B13).
+    token: bool,
+    phase: Phase,
+    last: Option<LastAttempt<E>>,
+    nested: Option<Nested>,
+    nested_span: Span,
+    span: Span,
+}
+
+impl<E> Call<E> {
+    /// Starts a call at `now` (read before calling).
+    ///
+    /// When the call may retry and the nesting context says it runs inside a retrying
+    /// context (or its request carries the marker), it is reported once, by its first
+    /// attempt: a `NestedRetry` span and the `nresilience.nested_retries` counter. Nothing
+    /// else changes.
+    pub fn start(policy: &RetryPolicy, now: Instant, options: CallOptions<'_>) -> Self {
+        let max_attempts = if options.single_attempt {
+            1
+        } else {
+            policy.max_attempts()
+        };
+        let bucket = match options.key {
+            Some(key) => policy.keyed_bucket(key, now),
+            None => policy.bucket(now).cloned(),
+        };
+        // Read now, in the caller's context; reported by the first attempt, by which time
+        // the call knows whether it may really retry (its body may prove unreplayable).
+        let source = nesting::current().or(options.marked.then_some(NestingSource::Header));
+        let nested = source.filter(|_| max_attempts > 1).map(|source| Nested {
+            source,
+            target: options.target.map(str::to_owned),
+            method: options.method.map(str::to_owned),
+        });
+        let span = tracing::info_span!(
+            "resilience",
+            otel.name = field::display(format_args!("resilience {}", policy.name())),
+            nresilience.policy = policy.name(),
+            nresilience.attempts = field::Empty,
+            nresilience.outcome = field::Empty,
+        );
+        Self {
+            policy: policy.clone(),
+            bucket,
+            started: now,
+            deadline: policy.deadline().map(|d| clock::after(now, d)),
+            max_attempts,
+            attempts: 0,
+            attempt_started: now,
+            estimate: Estimate::default(),
+            permit: None,
+            token: false,
+            phase: Phase::Ready,
+            last: None,
+            nested,
+            nested_span: Span::none(),
+            span,
+        }
+    }
+
+    /// Drops the call to a single attempt, before its first one: its request proved
+    /// unreplayable. It is then neither stamped nor reported as nested.
+    pub fn single_attempt(&mut self) {
+        if self.attempts == 0 {
+            self.max_attempts = 1;
+            self.nested = None;
+        }
+    }
+
+    /// Whether this call may make more than one attempt: a driver runs it inside the
+    /// in-process nesting context, so a retrying call made inside it is nested.
+    pub fn may_retry(&self) -> bool {
+        self.max_attempts > 1
+    }
+
+    /// Where the nesting context came from, when this call is reported as nested.
+    pub fn nested(&self) -> Option<NestingSource> {
+        self.nested.as_ref().map(|n| n.source)
+    }
+
+    /// Attempts made so far, counting one this process's rate limiter refused.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The call's span (`resilience {policy}`); attempts run inside it.
+    pub fn span(&self) -> &Span {
+        &self.span
+    }
+
+    /// The bucket this call is charged to.
+    pub fn bucket(&self) -> Option<&Arc<TokenBucket>> {
+        self.bucket.as_ref()
+    }
+
+    /// What to do next, at `now`: at the start and after every [`Step::Sleep`].
+    ///
+    /// Admits the next attempt if the breaker and limiter let it go (B8, G1): an open
+    /// breaker refuses the call — after the rejection pause, a [`Step::Sleep`] — while a
+    /// limiter refusal is a self-imposed throttle that waits for the limiter and tries again.
+    ///
+    /// # Panics
+    ///
+    /// While an attempt is running or after the call is done: the driver must report the
+    /// attempt first, and must not go on after [`Step::Done`].
+    pub fn next<T>(&mut self, now: Instant) -> Step<T, E> {
+        match self.phase {
+            Phase::Ready => self.begin(now),
+            Phase::Refusing(reason) => self.refuse(reason, now),
+            Phase::Attempting => panic!("Call::next while an attempt is running"),
+            Phase::Done => panic!("Call::next after the call was done"),
+        }
+    }
+
+    /// Reports the attempt's result and its verdict at `now`, and decides what follows, in
+    /// the order of SPEC E6.
+    ///
+    /// When the call stops on a value the classifier did not accept (attempts used up, or a
+    /// permanent verdict), that value is the call's `Ok` answer: the caller gets the last
+    /// response, not an error.
+    ///
+    /// # Panics
+    ///
+    /// When no attempt is running.
+    pub fn attempted<T>(
+        &mut self,
+        result: Result<T, E>,
+        verdict: Verdict,
+        now: Instant,
+    ) -> Step<T, E> {
+        let duration = self.end_attempt(verdict, now);
+        match result {
+            Ok(value) => match self.decide(verdict, duration, now) {
+                Decision::Stop(reason) if answers(reason) => {
+                    self.stop(reason, now);
+                    Step::Done(Ok(value))
+                }
+                decision => {
+                    self.last = Some(LastAttempt::Unsuccessful);
+                    self.step(decision, now)
+                }
+            },
+            Err(error) => {
+                self.last = Some(LastAttempt::Error(error));
+                let decision = self.decide(verdict, duration, now);
+                self.step(decision, now)
+            }
+        }
+    }
+
+    /// Reports that the driver cut the running attempt at [`Attempt::cut_at`]: a transient
+    /// failure.
+    ///
+    /// # Panics
+    ///
+    /// When no attempt is running.
+    pub fn timed_out<T>(&mut self, now: Instant) -> Step<T, E> {
+        let duration = self.end_attempt(Verdict::TRANSIENT, now);
+        self.last = Some(LastAttempt::TimedOut);
+        let decision = self.decide(Verdict::TRANSIENT, duration, now);
+        self.step(decision, now)
+    }
+
+    // ===== one attempt =====
+
+    fn begin<T>(&mut self, now: Instant) -> Step<T, E> {
+        if self.attempts == 0 {
+            self.report_nested();
+        }
+        if let Some(breaker) = self.policy.circuit_breaker() {
+            match breaker.try_acquire(now) {
+                Ok(permit) => self.permit = Some(permit),
+                Err(_) => return self.refusing(RejectReason::BreakerOpen, now),
+            }
+        }
+        self.attempts += 1;
+        self.attempt_started = now;
+        let limited = self
+            .policy
+            .rate_limiter()
+            .filter(|limiter| !limiter.try_acquire(now))
+            .map(|limiter| limiter.retry_after(now));
+        if let Some(retry_after) = limited {
+            // Self-imposed: it never went out, so it records no outcome anywhere (B8). A token
+            // withdrawn for it stays held: it pays for the retry when that retry goes out.
+            self.settle_permit(BreakerOutcome::Ignored, now);
+            self.last = Some(LastAttempt::Refused);
+            let verdict = Verdict::Throttled {
+                self_imposed: true,
+                retry_after: Some(retry_after),
+            };
+            let decision = self.decide(verdict, Duration::ZERO, now);
+            return self.step(decision, now);
+        }
+        // The token, if any, paid for this retry: it goes out.
+        self.token = false;
+        tracing::event!(parent: &self.span, Level::DEBUG, attempt = i64::from(self.attempts), "nresilience.attempt");
+        self.estimate = self.policy.estimate(now);
+        let mut timeout = self.policy.attempt_timeout();
+        if let Some(ceiling) = self.estimate.ceiling {
+            timeout = Some(timeout.map_or(ceiling, |t| t.min(ceiling)));
+        }
+        if let Some(left) = self.time_left(now) {
+            timeout = Some(timeout.map_or(left, |t| t.min(left)));
+        }
+        self.phase = Phase::Attempting;
+        Step::Run(Attempt {
+            number: self.attempts,
+            timeout,
+            cut_at: timeout.map(|t| clock::after(now, t)),
+        })
+    }
+
+    /// Closes the running attempt: its duration, metrics and breaker outcome.
+    fn end_attempt(&mut self, verdict: Verdict, now: Instant) -> Duration {
+        assert_eq!(self.phase, Phase::Attempting, "no attempt is running");
+        self.phase = Phase::Ready;
+        let duration = now.saturating_duration_since(self.attempt_started);
+        self.policy
+            .instruments()
+            .attempt(verdict.as_str(), duration.as_secs_f64());
+        // Only a transient failure is evidence against the dependency: a throttle means it is
+        // defending itself, a permanent failure is the caller's own (G2).
+        let outcome = match verdict {
+            Verdict::Success => BreakerOutcome::Success,
+            Verdict::Transient { .. } => BreakerOutcome::Failure,
+            Verdict::Throttled { .. } | Verdict::Permanent => BreakerOutcome::Ignored,
+        };
+        self.settle_permit(outcome, now);
+        duration
+    }
+
+    fn settle_permit(&mut self, outcome: BreakerOutcome, now: Instant) {
+        if let (Some(permit), Some(breaker)) = (self.permit.take(), self.policy.circuit_breaker()) {
+            breaker.record(permit, outcome, now);
+        }
+    }
+
+    /// What follows an attempt with `verdict`, in the order of SPEC E6. The caller's
+    /// cancellation, second in that order, is the driver dropping the call.
+    fn decide(&mut self, verdict: Verdict, duration: Duration, now: Instant) -> Decision {
+        if verdict == Verdict::Success {
+            if let Some(bucket) = &self.bucket {
+                bucket.deposit(now);
+            }
+            self.policy.record_success(duration, now);
+            return Decision::Stop(StopReason::Succeeded);
+        }
+        if !verdict.is_retryable() {
+            return Decision::Stop(StopReason::Permanent);
+        }
+        if self.attempts >= self.max_attempts {
+            return Decision::Stop(StopReason::AttemptsExhausted);
+        }
+        let left = self.time_left(now).unwrap_or(Duration::MAX);
+        if left.is_zero() {
+            return Decision::Stop(StopReason::DeadlineExceeded);
+        }
+        // This process's own refusals cost the budget nothing (B8); the server's throttles do.
+        if !verdict.is_self_imposed() {
+            if let Some(bucket) = &self.bucket {
+                if !bucket.try_withdraw(now, self.policy.criticality()) {
+                    return Decision::Refuse(RejectReason::BudgetExhausted);
+                }
+                self.token = true;
+            }
+        }
+        let kind = match verdict {
+            Verdict::Throttled { .. } => RetryKind::Throttled,
+            _ => RetryKind::Transient,
+        };
+        let mut next = NextAttempt::new(self.attempts + 1, kind);
+        if let Some(after) = verdict.retry_after() {
+            next = next.with_retry_after(after);
+        }
+        let delay = self.policy.delay(&next, self.estimate.measured);
+        let needed = delay.saturating_add(self.estimate.typical.unwrap_or_default());
+        if self.deadline.is_some() && needed >= left {
+            return Decision::Stop(StopReason::DeadlineExceeded);
+        }
+        tracing::event!(
+            parent: &self.span,
+            Level::INFO,
+            attempt = i64::from(self.attempts),
+            verdict = verdict.as_str(),
+            delay_ms = delay.as_millis() as u64,
+            "nresilience.retrying"
+        );
+        Decision::Sleep(clock::after(now, delay))
+    }
+
+    fn step<T>(&mut self, decision: Decision, now: Instant) -> Step<T, E> {
+        match decision {
+            Decision::Stop(reason) => {
+                self.stop(reason, now);
+                Step::Done(Err(self.error(reason, None)))
+            }
+            Decision::Sleep(until) => Step::Sleep(until),
+            Decision::Refuse(reason) => self.refusing(reason, now),
+        }
+    }
+
+    // ===== refusals =====
+
+    /// The budget or the breaker refused the call: announce it now, return it after the
+    /// rejection pause (B7, G1).
+    fn refusing<T>(&mut self, reason: RejectReason, now: Instant) -> Step<T, E> {
+        self.return_token();
+        self.phase = Phase::Refusing(reason);
+        let pause = self.policy.rejection_pause();
+        let pause = self.time_left(now).map_or(pause, |left| pause.min(left));
+        self.policy.instruments().rejection(reason.as_str());
+        let (attempt, pause_ms) = (i64::from(self.attempts), pause.as_millis() as u64);
+        // The budget or breaker at work is not a fault: INFO, and the call's span carries
+        // the outcome.
+        match reason {
+            RejectReason::BudgetExhausted => tracing::event!(
+                parent: &self.span,
+                Level::INFO,
+                attempt,
+                pause_ms,
+                "nresilience.budget_exhausted"
+            ),
+            RejectReason::BreakerOpen => tracing::event!(
+                parent: &self.span,
+                Level::INFO,
+                attempt,
+                pause_ms,
+                "nresilience.breaker_open"
+            ),
+        }
+        Step::Sleep(clock::after(now, pause))
+    }
+
+    /// Ends a refused call after its pause. The hint is read now, after the pause: the time
+    /// the budget's floor needs from here, or the rest of the break (B7, G1).
+    fn refuse<T>(&mut self, reason: RejectReason, now: Instant) -> Step<T, E> {
+        let retry_after = match reason {
+            RejectReason::BudgetExhausted => self
+                .bucket
+                .as_ref()
+                .and_then(|b| b.retry_after_for(now, self.policy.criticality())),
+            RejectReason::BreakerOpen => self
+                .policy
+                .circuit_breaker()
+                .and_then(|breaker| breaker.retry_after(now)),
+        };
+        let stop = reason.stop_reason();
+        self.stop(stop, now);
+        let rejected = CallRejected::new(reason, retry_after);
+        Step::Done(Err(self.error(stop, Some(rejected))))
+    }
+
+    fn return_token(&mut self) {
+        if std::mem::take(&mut self.token) {
+            if let Some(bucket) = &self.bucket {
+                bucket.refund();
+            }
+        }
+    }
+
+    // ===== the end =====
+
+    fn error(&mut self, reason: StopReason, rejected: Option<CallRejected>) -> RetryError<E> {
+        let last = self.last.take().unwrap_or(LastAttempt::Refused);
+        RetryError::new(reason, self.attempts, last, rejected)
+    }
+
+    fn time_left(&self, now: Instant) -> Option<Duration> {
+        self.deadline.map(|d| d.saturating_duration_since(now))
+    }
+
+    fn stop(&mut self, reason: StopReason, now: Instant) {
+        // A retry that will never go out does not keep its token (B13).
+        self.return_token();
+        self.phase = Phase::Done;
+        self.record_end(reason.as_str(), reason == StopReason::BudgetExhausted, now);
+    }
+
+    fn record_end(&self, outcome: &'static str, refused: bool, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.started);
+        let instruments = self.policy.instruments();
+        instruments.call(outcome, elapsed.as_secs_f64());
+        if self.attempts > 1 || refused {
+            if let Some(bucket) = &self.bucket {
+                instruments.utilization(bucket.utilization(now));
+            }
+        }
+        for span in [&self.span, &self.nested_span] {
+            // i64: unsigned 32-bit fields reach OpenTelemetry as strings.
+            span.record("nresilience.attempts", i64::from(self.attempts));
+            span.record("nresilience.outcome", outcome);
+        }
+    }
+
+    /// Reports a nested retry once, before the first attempt (N5).
+    fn report_nested(&mut self) {
+        let Some(nested) = &self.nested else {
+            return;
+        };
+        let source = nested.source.as_str();
+        self.policy.instruments().nested(source);
+        let span = tracing::info_span!(
+            parent: &self.span,
+            "NestedRetry",
+            nresilience.source = source,
+            nresilience.policy = self.policy.name(),
+            nresilience.target = nested.target.as_deref(),
+            nresilience.method = nested.method.as_deref(),
+            nresilience.attempts = field::Empty,
+            nresilience.outcome = field::Empty,
+        );
+        tracing::event!(
+            parent: &span,
+            Level::INFO,
+            nresilience.source = source,
+            "nresilience.nested_retry"
+        );
+        self.nested_span = span;
+    }
+}
+
+impl<E> Drop for Call<E> {
+    fn drop(&mut self) {
+        self.return_token();
+        // A probe slot held by a cancelled attempt goes back when its permit drops (G4).
+        if self.phase != Phase::Done && (self.attempts > 0 || self.phase != Phase::Ready) {
+            self.record_end(CANCELLED, false, clock::now());
+        }
+    }
+}
+
+impl<E> std::fmt::Debug for Call<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("policy", &self.policy.name())
+            .field("attempts", &self.attempts)
+            .field("max_attempts", &self.max_attempts)
+            .field("phase", &self.phase)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What follows an attempt.
+#[derive(Debug, Clone, Copy)]
+enum Decision {
+    Stop(StopReason),
+    Sleep(Instant),
+    Refuse(RejectReason),
+}
+
+/// Whether a call that stops for `reason` answers with the last attempt's value: a value the
+/// classifier did not accept is still the caller's answer when nothing more can be done
+/// with it (H4). A refusal or a deadline is an error whatever the last attempt returned.
+fn answers(reason: StopReason) -> bool {
+    matches!(
+        reason,
+        StopReason::Succeeded | StopReason::AttemptsExhausted | StopReason::Permanent
+    )
+}
+
+/// A retrying call started inside a retrying context, and what it targets.
+#[derive(Debug)]
+struct Nested {
+    source: NestingSource,
+    target: Option<String>,
+    method: Option<String>,
+}

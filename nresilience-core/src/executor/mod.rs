@@ -1,0 +1,16 @@
+//! The retry executor: a policy, the decision machine that runs one call under it, and what
+//! the machine reads and returns.
+//!
+//! - `policy`: the settings, the buckets they fund retries from, the latency estimate.
+//! - `call`: one call's decisions between attempts, as a state machine every driver runs.
+//! - `execute`: the driver for async closures, `RetryPolicy::execute`.
+//! - `verdict`: what one attempt's outcome means; `error`: why a call stopped.
+//! - `ceiling` and `latency`: the measured attempt ceiling and the window it is measured over.
+
+pub mod call;
+pub(crate) mod ceiling;
+pub(crate) mod error;
+mod execute;
+pub mod latency;
+pub(crate) mod policy;
+pub(crate) mod verdict;

@@ -1,0 +1,765 @@
+//! A circuit breaker that stops calling a dependency that keeps failing, then probes it back.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use nresilience_core::breaker::{BreakerOptions, BreakerOutcome, BreakerState, CircuitBreaker};
+//!
+//! let start = Instant::now();
+//! let breaker = CircuitBreaker::new(BreakerOptions::default(), start)?;
+//! for _ in 0..5 {
+//!     let permit = breaker.try_acquire(start).expect("closed");
+//!     breaker.record(permit, BreakerOutcome::Failure, start);
+//! }
+//! // Five transient failures in a row open it for 15 s.
+//! assert_eq!(breaker.state(start), BreakerState::Open);
+//! assert_eq!(breaker.retry_after(start), Some(Duration::from_secs(15)));
+//!
+//! // After the break, one probe at a time; a throttled probe (429) is no evidence either
+//! // way: it gives its slot back and counts for nothing.
+//! let later = start + Duration::from_secs(15);
+//! let probe = breaker.try_acquire(later).expect("half-open probe");
+//! breaker.record(probe, BreakerOutcome::Ignored, later);
+//! for _ in 0..2 {
+//!     let probe = breaker.try_acquire(later).expect("the slot came back");
+//!     breaker.record(probe, BreakerOutcome::Success, later);
+//! }
+//! assert_eq!(breaker.state(later), BreakerState::Closed); // two good probes close it
+//! # Ok::<(), nresilience_core::breaker::InvalidBreaker>(())
+//! ```
+//!
+//! # States
+//!
+//! *Closed* admits every call. It opens on `consecutive_failures` transient failures in a
+//! row, or — when a `failure_ratio` is set — once the sampling window holds at least
+//! `minimum_throughput` outcomes and failures make up that share of them. *Open* refuses
+//! every call for the break, with the time left as a hint. *Half-open* admits
+//! `half_open_probes` calls at once; `probes_to_close` successful probes close it, and a probe
+//! that fails — or, with a `slow_call_threshold`, takes longer than it — opens it again.
+//! Each consecutive open doubles the break, up to `max_break_duration`; a clean close starts
+//! over from `break_duration`.
+//!
+//! # What counts
+//!
+//! Only a transient failure (an error, a timeout, the attempt ceiling) is evidence against
+//! the dependency. A throttle (`429`, `RESOURCE_EXHAUSTED`) means it is working and defending
+//! itself; a permanent failure (`404`) is the caller's own. Both are
+//! [`BreakerOutcome::Ignored`], as is an attempt this process's own limiter refused.
+//!
+//! # Why an ignored outcome is still recorded
+//!
+//! A half-open breaker has a fixed number of probe slots, and a permit holds one until its
+//! outcome is recorded. Skip the recording of an attempt that proves nothing and every such
+//! attempt leaks a slot, until a half-open breaker has none left to give and never recovers.
+//! [`BreakerOutcome::Ignored`] returns the slot and counts nothing; so does dropping a
+//! [`BreakerPermit`] unrecorded.
+//!
+//! # Reading the state
+//!
+//! [`state`](CircuitBreaker::state) and [`retry_after`](CircuitBreaker::retry_after) never take
+//! a probe slot: a health check cannot use up the probe a real call needs.
+
+use std::error::Error;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Fixed-point parts per whole for the failure ratio, so `0.3` trips at exactly 3 failures
+/// in 10 calls rather than wherever `0.3 × 10` happens to round in `f64`.
+const RATIO_UNIT: u64 = 1_000_000_000;
+
+/// The most doublings computed: a break in `u64` nanoseconds shifted this far still fits a
+/// `u128`, and is past any maximum long before.
+const MAX_DOUBLINGS: u32 = 62;
+
+// ===== BreakerOptions =====
+
+/// The parameters of a [`CircuitBreaker`].
+///
+/// Defaults (the original library's): open on `5` consecutive transient failures, no
+/// failure-ratio trip, a `minimum_throughput` of `20` and a `sampling_window` of 30 s for the
+/// ratio when one is set, a `break_duration` of 15 s doubling on each consecutive open up to
+/// a `max_break_duration` of 2 minutes, one half-open probe at a time, `2` successful probes
+/// to close, no slow-call threshold.
+///
+/// Read a term by its field (`options.break_duration`); set it with the method of the same
+/// name. The setters only record values; [`CircuitBreaker::new`] and
+/// [`BreakerOptions::validate`] reject invalid ones with a reason.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct BreakerOptions {
+    /// Transient failures in a row that open the breaker; `None` for no such trip.
+    pub consecutive_failures: Option<u32>,
+    /// The share of failures in the sampling window that opens the breaker; `None` for no
+    /// such trip.
+    pub failure_ratio: Option<f64>,
+    /// The outcomes the sampling window must hold before the ratio can open the breaker.
+    pub minimum_throughput: u32,
+    /// How long outcomes are counted for the ratio before the count starts over.
+    pub sampling_window: Duration,
+    /// How long the breaker stays open the first time.
+    pub break_duration: Duration,
+    /// The longest break, however many times in a row the breaker has opened.
+    pub max_break_duration: Duration,
+    /// How many probes a half-open breaker lets through at once.
+    pub half_open_probes: u32,
+    /// How many probes must succeed before a half-open breaker closes.
+    pub probes_to_close: u32,
+    /// A probe that takes longer than this is no recovery: it opens the breaker again.
+    pub slow_call_threshold: Option<Duration>,
+}
+
+impl BreakerOptions {
+    /// The options with every default.
+    pub const fn new() -> Self {
+        Self {
+            consecutive_failures: Some(5),
+            failure_ratio: None,
+            minimum_throughput: 20,
+            sampling_window: Duration::from_secs(30),
+            break_duration: Duration::from_secs(15),
+            max_break_duration: Duration::from_secs(120),
+            half_open_probes: 1,
+            probes_to_close: 2,
+            slow_call_threshold: None,
+        }
+    }
+
+    /// Transient failures in a row that open the breaker, `>= 1`; `None` turns this trip
+    /// off. A success resets the count; an ignored outcome leaves it. Defaults to `Some(5)`.
+    pub const fn consecutive_failures(mut self, consecutive_failures: Option<u32>) -> Self {
+        self.consecutive_failures = consecutive_failures;
+        self
+    }
+
+    /// The share of failures in the sampling window that opens the breaker, in `(0, 1]`;
+    /// `None` turns this trip off. Defaults to `None`.
+    pub const fn failure_ratio(mut self, failure_ratio: Option<f64>) -> Self {
+        self.failure_ratio = failure_ratio;
+        self
+    }
+
+    /// The outcomes the sampling window must hold before the ratio can open the breaker,
+    /// `>= 1`, so a couple of early failures do not cut a dependency off. Defaults to `20`.
+    pub const fn minimum_throughput(mut self, minimum_throughput: u32) -> Self {
+        self.minimum_throughput = minimum_throughput;
+        self
+    }
+
+    /// How long outcomes are counted for the ratio before the count starts over, longer
+    /// than zero. Defaults to 30 s.
+    pub const fn sampling_window(mut self, sampling_window: Duration) -> Self {
+        self.sampling_window = sampling_window;
+        self
+    }
+
+    /// How long the breaker refuses every call the first time it opens, longer than zero.
+    /// Defaults to 15 s.
+    pub const fn break_duration(mut self, break_duration: Duration) -> Self {
+        self.break_duration = break_duration;
+        self
+    }
+
+    /// The longest break, `>= break_duration`: each consecutive open doubles the break up
+    /// to it, so a dependency that stays down is probed less and less often, instead of on a
+    /// fixed cadence forever. Defaults to 2 minutes.
+    pub const fn max_break_duration(mut self, max_break_duration: Duration) -> Self {
+        self.max_break_duration = max_break_duration;
+        self
+    }
+
+    /// How many probes a half-open breaker lets through at once, `>= 1`: a trickle, not a
+    /// surge. Defaults to `1`.
+    pub const fn half_open_probes(mut self, half_open_probes: u32) -> Self {
+        self.half_open_probes = half_open_probes;
+        self
+    }
+
+    /// How many probes must succeed before a half-open breaker closes, `>= 1`. May exceed
+    /// `half_open_probes`: a recorded probe frees its slot for the next one. Defaults to `2`.
+    pub const fn probes_to_close(mut self, probes_to_close: u32) -> Self {
+        self.probes_to_close = probes_to_close;
+        self
+    }
+
+    /// A successful probe that took longer than this opens the breaker again: a dependency
+    /// that answers that slowly has not recovered. Longer than zero; `None` for none.
+    /// Defaults to `None`.
+    pub const fn slow_call_threshold(mut self, slow_call_threshold: Option<Duration>) -> Self {
+        self.slow_call_threshold = slow_call_threshold;
+        self
+    }
+
+    /// The configured failure ratio.
+    #[deprecated(note = "read the field: `options.failure_ratio`")]
+    pub const fn get_failure_ratio(&self) -> Option<f64> {
+        self.failure_ratio
+    }
+
+    /// The configured minimum throughput.
+    #[deprecated(note = "read the field: `options.minimum_throughput`")]
+    pub const fn get_minimum_throughput(&self) -> u32 {
+        self.minimum_throughput
+    }
+
+    /// The configured sampling window.
+    #[deprecated(note = "read the field: `options.sampling_window`")]
+    pub const fn get_sampling_window(&self) -> Duration {
+        self.sampling_window
+    }
+
+    /// The configured break duration.
+    #[deprecated(note = "read the field: `options.break_duration`")]
+    pub const fn get_break_duration(&self) -> Duration {
+        self.break_duration
+    }
+
+    /// The configured number of half-open probe slots.
+    #[deprecated(note = "read the field: `options.half_open_probes`")]
+    pub const fn get_half_open_probes(&self) -> u32 {
+        self.half_open_probes
+    }
+
+    /// The successful probes that close the breaker.
+    #[deprecated(note = "read the field: `options.probes_to_close`")]
+    pub const fn get_probes_to_close(&self) -> u32 {
+        self.probes_to_close
+    }
+
+    /// Checks every term, returning the first that is out of range.
+    pub fn validate(&self) -> Result<(), InvalidBreaker> {
+        if let Some(ratio) = self.failure_ratio {
+            if !(ratio.is_finite() && ratio > 0.0 && ratio <= 1.0) {
+                return Err(InvalidBreaker::new(Reason::FailureRatio(ratio)));
+            }
+        }
+        if self.consecutive_failures == Some(0) {
+            return Err(InvalidBreaker::new(Reason::ZeroConsecutiveFailures));
+        }
+        if self.consecutive_failures.is_none() && self.failure_ratio.is_none() {
+            return Err(InvalidBreaker::new(Reason::NoTrip));
+        }
+        if self.minimum_throughput == 0 {
+            return Err(InvalidBreaker::new(Reason::ZeroMinimumThroughput));
+        }
+        if self.sampling_window.is_zero() {
+            return Err(InvalidBreaker::new(Reason::ZeroSamplingWindow));
+        }
+        if self.break_duration.is_zero() {
+            return Err(InvalidBreaker::new(Reason::ZeroBreakDuration));
+        }
+        if self.max_break_duration < self.break_duration {
+            return Err(InvalidBreaker::new(Reason::MaximumBelowBreak));
+        }
+        if self.half_open_probes == 0 {
+            return Err(InvalidBreaker::new(Reason::ZeroHalfOpenProbes));
+        }
+        if self.probes_to_close == 0 {
+            return Err(InvalidBreaker::new(Reason::ZeroProbesToClose));
+        }
+        if self.slow_call_threshold.is_some_and(|t| t.is_zero()) {
+            return Err(InvalidBreaker::new(Reason::ZeroSlowCallThreshold));
+        }
+        Ok(())
+    }
+}
+
+impl Default for BreakerOptions {
+    /// See [`BreakerOptions`] for the values.
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// ===== CircuitBreaker =====
+
+/// A circuit breaker: Closed → Open on consecutive failures or a failure ratio → Half-open
+/// probes → Closed, or Open again for a doubled break.
+///
+/// Every method takes the current time from the caller, read before the call, so the lock
+/// inside holds arithmetic only: no clock read, no allocation, no logging. Share one across
+/// policies with an `Arc`.
+pub struct CircuitBreaker {
+    /// Permits own a handle to this, so they can be stored next to the policy that issued
+    /// them and still return their slot when dropped. Allocated once, in `new`.
+    core: Arc<Core>,
+}
+
+struct Core {
+    options: BreakerOptions,
+    /// `failure_ratio` in parts per [`RATIO_UNIT`], at least 1, when that trip is on.
+    failure_ratio: Option<u64>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct State {
+    /// Bumped on every transition. A permit remembers the generation that issued it, so an
+    /// outcome from a phase that has ended can neither count nor free a slot it never held.
+    generation: u64,
+    /// Opens since the last clean close: the next break is the base doubled this many times.
+    consecutive_opens: u32,
+    phase: Phase,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    Closed {
+        /// A tumbling window: the counts start over once it is `sampling_window` old.
+        window_start: Instant,
+        successes: u64,
+        failures: u64,
+        /// Transient failures since the last success.
+        in_a_row: u32,
+    },
+    Open {
+        since: Instant,
+        length: Duration,
+    },
+    HalfOpen {
+        /// Probe slots held by permits of this generation; never above `half_open_probes`.
+        in_flight: u32,
+        succeeded: u32,
+    },
+}
+
+impl CircuitBreaker {
+    /// A closed breaker with an empty window, or the reason the options cannot work.
+    pub fn new(options: BreakerOptions, now: Instant) -> Result<Self, InvalidBreaker> {
+        options.validate()?;
+        let failure_ratio = options
+            .failure_ratio
+            .map(|ratio| ((ratio * RATIO_UNIT as f64).round() as u64).max(1));
+        Ok(Self {
+            core: Arc::new(Core {
+                options,
+                failure_ratio,
+                state: Mutex::new(State {
+                    generation: 0,
+                    consecutive_opens: 0,
+                    phase: Phase::closed(now),
+                }),
+            }),
+        })
+    }
+
+    /// Asks to make one call.
+    ///
+    /// Closed: always a permit. Open: refused with the time left of the break, until the
+    /// break has passed and the breaker turns half-open. Half-open: a permit while a probe
+    /// slot is free, which the permit then holds; refused without a hint otherwise, since
+    /// nobody can say when a probe will finish.
+    ///
+    /// Pass the permit to [`record`](Self::record) with the call's outcome.
+    pub fn try_acquire(&self, now: Instant) -> Result<BreakerPermit, BreakerOpen> {
+        let core = &*self.core;
+        let mut state = core.lock();
+        core.advance(&mut state, now);
+        let generation = state.generation;
+        let probe = match &mut state.phase {
+            Phase::Closed { .. } => false,
+            Phase::Open { since, length } => {
+                let left = length.saturating_sub(elapsed(*since, now));
+                return Err(BreakerOpen::new(Some(left)));
+            }
+            Phase::HalfOpen { in_flight, .. } => {
+                if *in_flight >= core.options.half_open_probes {
+                    return Err(BreakerOpen::new(None));
+                }
+                *in_flight += 1;
+                true
+            }
+        };
+        drop(state);
+        Ok(BreakerPermit {
+            core: Arc::clone(&self.core),
+            generation,
+            probe,
+            acquired: now,
+        })
+    }
+
+    /// Records the outcome of a call admitted by `permit`, consuming it.
+    ///
+    /// A probe's slot is returned whatever the outcome. [`BreakerOutcome::Ignored`] records
+    /// nothing else. An outcome counts only in the phase that issued the permit: once the
+    /// breaker has moved on (opened, or closed again), a late permit is ignored. A permit
+    /// always settles with the breaker that issued it, even when it is handed to another one.
+    pub fn record(&self, mut permit: BreakerPermit, outcome: BreakerOutcome, now: Instant) {
+        // Settled here: the drop must not return the slot a second time.
+        permit.probe = false;
+        let core = &*permit.core;
+        let mut state = core.lock();
+        if state.generation != permit.generation {
+            return;
+        }
+        let next = match &mut state.phase {
+            Phase::Closed {
+                window_start,
+                successes,
+                failures,
+                in_a_row,
+            } => {
+                if outcome == BreakerOutcome::Ignored {
+                    return;
+                }
+                if elapsed(*window_start, now) >= core.options.sampling_window {
+                    *window_start = now;
+                    *successes = 0;
+                    *failures = 0;
+                }
+                if outcome == BreakerOutcome::Success {
+                    *successes += 1;
+                    *in_a_row = 0;
+                    false
+                } else {
+                    *failures += 1;
+                    *in_a_row = in_a_row.saturating_add(1);
+                    core.trips(*successes, *failures, *in_a_row)
+                }
+            }
+            Phase::HalfOpen {
+                in_flight,
+                succeeded,
+            } => {
+                *in_flight = in_flight.saturating_sub(1);
+                match outcome {
+                    BreakerOutcome::Ignored => return,
+                    BreakerOutcome::Failure => true,
+                    BreakerOutcome::Success => {
+                        let took = elapsed(permit.acquired, now);
+                        if core.options.slow_call_threshold.is_some_and(|t| took > t) {
+                            true
+                        } else {
+                            *succeeded += 1;
+                            if *succeeded >= core.options.probes_to_close {
+                                state.consecutive_opens = 0;
+                                state.transition(Phase::closed(now));
+                            }
+                            return;
+                        }
+                    }
+                }
+            }
+            // Open issues no permits, so no permit of this generation exists.
+            Phase::Open { .. } => false,
+        };
+        if next {
+            core.open(&mut state, now);
+        }
+    }
+
+    /// The state at `now`: an open breaker whose break has passed is half-open. Takes no
+    /// probe slot.
+    pub fn state(&self, now: Instant) -> BreakerState {
+        let mut state = self.core.lock();
+        self.core.advance(&mut state, now);
+        state.phase.state()
+    }
+
+    /// The rest of the break at `now` while the breaker is open; `None` otherwise (closed,
+    /// or half-open, where admission waits on probes nobody can time). Takes no probe slot.
+    pub fn retry_after(&self, now: Instant) -> Option<Duration> {
+        let mut state = self.core.lock();
+        self.core.advance(&mut state, now);
+        match state.phase {
+            Phase::Open { since, length } => Some(length.saturating_sub(elapsed(since, now))),
+            Phase::Closed { .. } | Phase::HalfOpen { .. } => None,
+        }
+    }
+
+    /// The options this breaker was built with.
+    pub fn options(&self) -> &BreakerOptions {
+        &self.core.options
+    }
+}
+
+impl Core {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The critical section is arithmetic that cannot panic, so a poisoned lock still
+        // guards a consistent state.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Turns an open breaker half-open once the break has passed. A `now` before the
+    /// breaker opened counts as no time at all, never as a break served.
+    fn advance(&self, state: &mut State, now: Instant) {
+        if let Phase::Open { since, length } = state.phase {
+            if elapsed(since, now) >= length {
+                state.transition(Phase::HalfOpen {
+                    in_flight: 0,
+                    succeeded: 0,
+                });
+            }
+        }
+    }
+
+    /// Opens for the base break doubled once per open since the last clean close, capped.
+    fn open(&self, state: &mut State, now: Instant) {
+        let doublings = state.consecutive_opens.min(MAX_DOUBLINGS);
+        let base =
+            u128::from(u64::try_from(self.options.break_duration.as_nanos()).unwrap_or(u64::MAX));
+        let grown = base << doublings;
+        let cap = self.options.max_break_duration.as_nanos();
+        let length = Duration::from_nanos(u64::try_from(grown.min(cap)).unwrap_or(u64::MAX));
+        state.consecutive_opens = state.consecutive_opens.saturating_add(1);
+        state.transition(Phase::Open { since: now, length });
+    }
+
+    /// Whether the closed window's counts open the breaker, compared exactly.
+    fn trips(&self, successes: u64, failures: u64, in_a_row: u32) -> bool {
+        if self
+            .options
+            .consecutive_failures
+            .is_some_and(|limit| in_a_row >= limit)
+        {
+            return true;
+        }
+        let Some(ratio) = self.failure_ratio else {
+            return false;
+        };
+        let total = successes + failures;
+        total >= u64::from(self.options.minimum_throughput)
+            && u128::from(failures) * u128::from(RATIO_UNIT)
+                >= u128::from(ratio) * u128::from(total)
+    }
+
+    /// Returns the slot of a probe permit dropped without being recorded.
+    fn release(&self, generation: u64) {
+        let mut state = self.lock();
+        if state.generation != generation {
+            return;
+        }
+        if let Phase::HalfOpen { in_flight, .. } = &mut state.phase {
+            *in_flight = in_flight.saturating_sub(1);
+        }
+    }
+}
+
+impl State {
+    fn transition(&mut self, phase: Phase) {
+        self.generation = self.generation.wrapping_add(1);
+        self.phase = phase;
+    }
+}
+
+impl Phase {
+    const fn closed(now: Instant) -> Self {
+        Phase::Closed {
+            window_start: now,
+            successes: 0,
+            failures: 0,
+            in_a_row: 0,
+        }
+    }
+
+    const fn state(&self) -> BreakerState {
+        match self {
+            Phase::Closed { .. } => BreakerState::Closed,
+            Phase::Open { .. } => BreakerState::Open,
+            Phase::HalfOpen { .. } => BreakerState::HalfOpen,
+        }
+    }
+}
+
+/// Time from `earlier` to `now`, zero if `now` is not after it: a thread that read the
+/// clock a moment before another one moved the breaker on must not move it back.
+fn elapsed(earlier: Instant, now: Instant) -> Duration {
+    now.saturating_duration_since(earlier)
+}
+
+impl fmt::Debug for CircuitBreaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = *self.core.lock();
+        let mut debug = f.debug_struct("CircuitBreaker");
+        debug.field("state", &state.phase.state());
+        match state.phase {
+            Phase::Closed {
+                successes,
+                failures,
+                in_a_row,
+                ..
+            } => {
+                debug
+                    .field("successes", &successes)
+                    .field("failures", &failures)
+                    .field("failures_in_a_row", &in_a_row);
+            }
+            Phase::Open { length, .. } => {
+                debug.field("break", &length);
+            }
+            Phase::HalfOpen {
+                in_flight,
+                succeeded,
+            } => {
+                debug
+                    .field("probes_in_flight", &in_flight)
+                    .field("probes_succeeded", &succeeded);
+            }
+        }
+        debug.field("options", &self.core.options).finish()
+    }
+}
+
+// ===== BreakerPermit =====
+
+/// Leave to make one call, from [`CircuitBreaker::try_acquire`]; hand it back to
+/// [`CircuitBreaker::record`] with the outcome.
+///
+/// A permit issued while the breaker is half-open holds a probe slot until then. Dropping
+/// it unrecorded counts as [`BreakerOutcome::Ignored`]: the slot is returned and nothing is
+/// recorded, so an early return or a cancelled call cannot leak a slot. The permit owns a
+/// handle to its breaker (no lifetime), so it can live in a call's state next to the policy
+/// that holds the breaker.
+#[must_use = "record the call's outcome with CircuitBreaker::record"]
+pub struct BreakerPermit {
+    core: Arc<Core>,
+    generation: u64,
+    /// Holds a half-open probe slot that has not been returned yet.
+    probe: bool,
+    /// When the call was admitted: a probe's duration is measured from here.
+    acquired: Instant,
+}
+
+impl BreakerPermit {
+    /// Whether this permit holds a half-open probe slot.
+    pub const fn is_probe(&self) -> bool {
+        self.probe
+    }
+}
+
+impl Drop for BreakerPermit {
+    fn drop(&mut self) {
+        if self.probe {
+            self.core.release(self.generation);
+        }
+    }
+}
+
+impl fmt::Debug for BreakerPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerPermit")
+            .field("generation", &self.generation)
+            .field("probe", &self.probe)
+            .finish()
+    }
+}
+
+// ===== BreakerOutcome, BreakerState, BreakerOpen =====
+
+/// What became of a call a [`BreakerPermit`] admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BreakerOutcome {
+    /// The dependency answered well.
+    Success,
+    /// The dependency failed the call: an error, a timeout, a retryable status — a
+    /// transient failure.
+    Failure,
+    /// No evidence either way: a throttle (the dependency defending itself), a permanent
+    /// failure (the caller's own), or an attempt this process's limiter refused. Counts
+    /// nothing, and returns a probe slot.
+    Ignored,
+}
+
+/// The state of a [`CircuitBreaker`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BreakerState {
+    /// Calls go through and their outcomes are counted.
+    Closed,
+    /// Calls are refused until the break has passed.
+    Open,
+    /// A limited number of probe calls go through to test the dependency.
+    HalfOpen,
+}
+
+/// A call refused by the circuit breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerOpen {
+    retry_after: Option<Duration>,
+}
+
+impl BreakerOpen {
+    const fn new(retry_after: Option<Duration>) -> Self {
+        Self { retry_after }
+    }
+
+    /// When the breaker will admit a probe: the rest of the break while it is open; `None`
+    /// when it is half-open with every probe slot taken, since that ends when a probe
+    /// finishes, which nobody can predict.
+    pub const fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+impl fmt::Display for BreakerOpen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.retry_after {
+            Some(after) => write!(f, "circuit breaker is open, retry after {after:?}"),
+            None => f.write_str("circuit breaker is half-open and every probe slot is taken"),
+        }
+    }
+}
+
+impl Error for BreakerOpen {}
+
+// ===== InvalidBreaker =====
+
+/// A circuit breaker configuration that cannot work, with the reason.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InvalidBreaker {
+    reason: Reason,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Reason {
+    FailureRatio(f64),
+    ZeroConsecutiveFailures,
+    NoTrip,
+    ZeroMinimumThroughput,
+    ZeroSamplingWindow,
+    ZeroBreakDuration,
+    MaximumBelowBreak,
+    ZeroHalfOpenProbes,
+    ZeroProbesToClose,
+    ZeroSlowCallThreshold,
+}
+
+impl InvalidBreaker {
+    const fn new(reason: Reason) -> Self {
+        Self { reason }
+    }
+}
+
+impl fmt::Display for InvalidBreaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.reason {
+            Reason::FailureRatio(ratio) => {
+                write!(f, "failure_ratio must be in (0, 1], got {ratio}")
+            }
+            Reason::ZeroConsecutiveFailures => {
+                f.write_str("consecutive_failures must be at least 1; use None to turn it off")
+            }
+            Reason::NoTrip => f.write_str(
+                "a breaker needs consecutive_failures or a failure_ratio, or it never opens",
+            ),
+            Reason::ZeroMinimumThroughput => f.write_str("minimum_throughput must be at least 1"),
+            Reason::ZeroSamplingWindow => f.write_str("sampling_window must be longer than zero"),
+            Reason::ZeroBreakDuration => f.write_str("break_duration must be longer than zero"),
+            Reason::MaximumBelowBreak => {
+                f.write_str("max_break_duration must be at least break_duration")
+            }
+            Reason::ZeroHalfOpenProbes => f.write_str("half_open_probes must be at least 1"),
+            Reason::ZeroProbesToClose => f.write_str("probes_to_close must be at least 1"),
+            Reason::ZeroSlowCallThreshold => {
+                f.write_str("slow_call_threshold must be longer than zero; use None for none")
+            }
+        }
+    }
+}
+
+impl Error for InvalidBreaker {}
+
+#[cfg(test)]
+#[path = "breaker_tests.rs"]
+mod tests;
