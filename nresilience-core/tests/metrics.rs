@@ -12,7 +12,7 @@ use nresilience_core::telemetry::{
     ATTEMPTS, ATTEMPT_DURATION, BUDGET_UTILIZATION, CALLS, CALL_DURATION, NESTED_RETRIES,
     REJECTIONS,
 };
-use nresilience_core::{Backoff, BudgetOptions, RetryBudget, RetryPolicy};
+use nresilience_core::{Backoff, BudgetOptions, Jitter, RetryBudget, RetryPolicy};
 use opentelemetry::global;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
@@ -106,6 +106,17 @@ async fn b12_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
             .unwrap();
     })
     .await;
+    // Dropped by its caller while it waits for its retry.
+    let patient = RetryPolicy::builder()
+        .name("patient")
+        .backoff(Backoff::constant(Duration::from_secs(1)).with_jitter(Jitter::None))
+        .attempt_ceiling(None)
+        .build()
+        .unwrap();
+    let call = patient.execute(|_| async { Err::<(), ()>(()) });
+    assert!(tokio::time::timeout(Duration::from_millis(10), call)
+        .await
+        .is_err());
     tokio::time::advance(Duration::from_millis(1)).await;
 
     let points = collect(&provider, &exporter);
@@ -173,6 +184,17 @@ async fn b12_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
             &[p, ("nresilience.verdict", "transient")]
         ),
         4.0
+    );
+    assert_eq!(
+        get(
+            &points,
+            CALLS,
+            &[
+                ("nresilience.policy", "patient"),
+                ("nresilience.outcome", "cancelled")
+            ]
+        ),
+        1.0
     );
     // Recorded when a call retried or was refused, not on the success path: the last
     // recording is the refusal's, an empty bucket.

@@ -216,6 +216,31 @@ mod tests {
     }
 
     #[test]
+    fn e5_refresh_intervals_count_from_the_first_instant_seen() {
+        // Made long before it is used, as a policy built at start-up is.
+        let made = Instant::now();
+        let first = made + Duration::from_millis(10_500);
+        let mut estimates = Estimates::new(Some(AttemptCeiling::default()), None).unwrap();
+        for i in 0..20 {
+            estimates.record(Duration::from_millis(100), first + Duration::from_millis(i));
+        }
+        let fitted = estimates
+            .estimate(first + Duration::from_millis(20))
+            .ceiling
+            .unwrap();
+        for i in 0..100 {
+            let at = first + Duration::from_millis(30 + i);
+            estimates.record(Duration::from_secs(1), at);
+        }
+        // Counted from `made`, 11 s would start an interval; from the first instant seen,
+        // the interval runs to 11.5 s.
+        let at_eleven = made + Duration::from_secs(11);
+        assert_eq!(estimates.estimate(at_eleven).ceiling, Some(fitted));
+        let refitted = estimates.estimate(first + Duration::from_secs(1)).ceiling;
+        assert!(refitted.unwrap() > fitted * 5, "{refitted:?}");
+    }
+
+    #[test]
     fn no_estimator_without_a_ceiling_or_measured_base() {
         assert!(Estimates::new(None, None).is_none());
     }
