@@ -1,4 +1,6 @@
-//! The retry layer against real axum servers on loopback (SPEC H1–H5, K13, N1, B7).
+//! The tower retry layer, as `Client` runs it, against real axum servers on loopback: the
+//! behaviour suite every HTTP driver runs, then what only the layer does — it buffers a body
+//! for replay up to a cap, reading one of unknown length as far as it is ready (SPEC N1).
 //!
 //! Servers run on their own runtime in real time; the client runs on a paused clock with no
 //! attempt timeout or deadline, so the only timers are the delays under test and virtual
@@ -10,245 +12,119 @@ mod support;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::time::{Duration, SystemTime};
+use std::task::{Context, Poll};
 
-use axum::http::{HeaderValue, Method, Request};
+use axum::http::{Method, Request, Response};
 use bytes::Bytes;
-use http_body_util::Full;
-use nresilience_client::{Client, Retryable, MARKER_HEADER};
-use nresilience_core::{Backoff, BudgetOptions, RetryBudget, RetryPolicy, StopReason};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::{self, Client as HyperClient};
+use hyper_util::rt::TokioExecutor;
+use nresilience_client::{Client, Retry, RetryBody, RetryLayer, Retryable, TransportError};
+use nresilience_core::{RetryError, RetryPolicyBuilder};
+use support::driver::{Driver, NestingProbe, Outbound, Reply, Setup};
 use support::{marked, policy, server, unmarked};
-use tokio::time::Instant;
+use tower::{Layer, Service, ServiceExt};
 
-fn client(policy: nresilience_core::RetryPolicyBuilder) -> Client {
-    Client::new(policy.build().unwrap())
+support::suite::behaviour_suite!(Tower);
+
+/// The layer as `Client` wraps it around its pool or, to watch each attempt go out, around a
+/// hyper client behind a probe.
+enum Tower {
+    Client(Client),
+    Probed(Retry<Probed>),
 }
 
-fn url(addr: SocketAddr) -> String {
-    format!("http://{addr}/")
+impl Driver for Tower {
+    type Error = TransportError;
+
+    fn with(policy: RetryPolicyBuilder, setup: Setup) -> Self {
+        let policy = policy.build().unwrap();
+        let configure = |layer: RetryLayer| layer.retry_non_idempotent(setup.retry_non_idempotent);
+        match setup.probe {
+            None => Self::Client(Client::builder(policy).layer(configure).build()),
+            Some(probe) => {
+                let inner = HyperClient::builder(TokioExecutor::new()).build(HttpConnector::new());
+                Self::Probed(configure(RetryLayer::new(policy)).layer(Probed { inner, probe }))
+            }
+        }
+    }
+
+    async fn send(&self, outbound: Outbound) -> Result<Reply, RetryError<TransportError>> {
+        let response = match self {
+            Self::Client(client) if outbound.is_plain_get() => client.get(outbound.url()).await,
+            Self::Client(client) => client.request(request(outbound)).await,
+            Self::Probed(service) => service.clone().oneshot(request(outbound)).await,
+        }?;
+        let (parts, body) = response.into_parts();
+        Ok(Reply {
+            status: parts.status,
+            headers: parts.headers,
+            body: body.collect().await.unwrap().to_bytes(),
+        })
+    }
+
+    fn is_connect(error: &TransportError) -> bool {
+        error
+            .get_ref()
+            .downcast_ref::<legacy::Error>()
+            .is_some_and(legacy::Error::is_connect)
+    }
 }
 
-fn request(method: Method, addr: SocketAddr, body: Vec<u8>) -> Request<Full<Bytes>> {
-    Request::builder()
-        .method(method)
-        .uri(url(addr))
-        .body(Full::new(Bytes::from(body)))
-        .unwrap()
-}
-
-#[tokio::test(start_paused = true)]
-async fn n1_marker_is_on_the_first_attempt_and_every_retry() {
-    let (addr, script) = server(&[(503, None), (500, None)]);
-    let response = client(policy()).get(url(addr)).await.unwrap();
-    assert_eq!(response.status(), 200);
-    assert_eq!(script.markers(), marked(3));
-}
-
-#[tokio::test(start_paused = true)]
-async fn n1_h3_post_without_opt_in_is_sent_once_unmarked_and_its_answer_returned() {
-    let (addr, script) = server(&[(503, None)]);
-    let response = client(policy())
-        .request(request(Method::POST, addr, b"order".to_vec()))
-        .await
+fn request(outbound: Outbound) -> Request<Full<Bytes>> {
+    let mut request = Request::builder()
+        .method(outbound.method.clone())
+        .uri(outbound.url())
+        .body(Full::new(outbound.body))
         .unwrap();
-    assert_eq!(response.status(), 503, "the answer, not an error");
-    assert_eq!(script.markers(), unmarked());
+    *request.headers_mut() = outbound.headers;
+    if let Some(choice) = outbound.retryable {
+        request.extensions_mut().insert(Retryable(choice));
+    }
+    request
 }
 
-#[tokio::test(start_paused = true)]
-async fn h3_a_per_request_choice_wins_both_ways() {
-    let (addr, script) = server(&[(503, None), (503, None)]);
-    let mut post = request(Method::POST, addr, b"order".to_vec());
-    post.extensions_mut().insert(Retryable(true));
-    let response = client(policy()).request(post).await.unwrap();
-    assert_eq!(response.status(), 200);
-    assert_eq!(script.markers().len(), 3);
-    assert!(script.markers().iter().all(|m| m == &["1"]));
+/// A hyper client that notes the nesting context each request is sent in.
+#[derive(Clone)]
+struct Probed {
+    inner: HyperClient<HttpConnector, RetryBody>,
+    probe: NestingProbe,
+}
 
-    let (addr, script) = server(&[(503, None)]);
-    let mut get = request(Method::GET, addr, Vec::new());
-    get.extensions_mut().insert(Retryable(false));
-    let response = client(policy()).request(get).await.unwrap();
-    assert_eq!(response.status(), 503);
-    assert_eq!(script.markers(), unmarked());
+impl Service<Request<RetryBody>> for Probed {
+    type Response = Response<Incoming>;
+    type Error = legacy::Error;
+    type Future = legacy::ResponseFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), legacy::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<RetryBody>) -> Self::Future {
+        self.probe.see();
+        self.inner.call(request)
+    }
+}
+
+fn client(policy: RetryPolicyBuilder) -> Client {
+    Client::new(policy.build().unwrap())
 }
 
 #[tokio::test(start_paused = true)]
 async fn n1_body_too_large_to_buffer_is_sent_once_unmarked() {
     let (addr, script) = server(&[(503, None)]);
-    let put = request(Method::PUT, addr, vec![7; 70 * 1024]);
-    let response = client(policy()).request(put).await.unwrap();
-    assert_eq!(response.status(), 503);
+    let put = Outbound::new(Method::PUT, addr, vec![7; 70 * 1024]);
+    let reply = Tower::new(policy()).send(put).await.unwrap();
+    assert_eq!(reply.status, 503);
     assert_eq!(script.markers(), unmarked());
 
     let (addr, script) = server(&[(503, None)]);
-    let put = request(Method::PUT, addr, vec![7; 60 * 1024]);
-    let response = client(policy()).request(put).await.unwrap();
-    assert_eq!(response.status(), 200, "a buffered body is replayed");
-    assert_eq!(script.markers().len(), 2);
-}
-
-#[tokio::test(start_paused = true)]
-async fn n1_a_request_already_marked_is_not_stamped_twice() {
-    let (addr, script) = server(&[]);
-    let mut get = request(Method::GET, addr, Vec::new());
-    get.headers_mut()
-        .insert(MARKER_HEADER, HeaderValue::from_static("1"));
-    client(policy()).request(get).await.unwrap();
-    assert_eq!(script.markers(), marked(1));
-}
-
-#[tokio::test(start_paused = true)]
-async fn n1_a_policy_of_one_attempt_does_not_stamp() {
-    let (addr, script) = server(&[(503, None)]);
-    let response = client(policy().max_attempts(1))
-        .get(url(addr))
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 503);
-    assert_eq!(script.markers(), unmarked());
-}
-
-#[tokio::test(start_paused = true)]
-async fn k13_retry_after_seconds_is_obeyed_exactly() {
-    let (addr, script) = server(&[(429, Some("2"))]);
-    let start = Instant::now();
-    let response = client(policy()).get(url(addr)).await.unwrap();
-    assert_eq!(response.status(), 200);
-    assert_eq!(start.elapsed(), Duration::from_secs(2));
-    assert_eq!(script.markers().len(), 2);
-}
-
-#[tokio::test(start_paused = true)]
-async fn h2_retry_after_http_date_is_obeyed() {
-    let date = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3));
-    let (addr, _) = server(&[(503, Some(&date))]);
-    let start = Instant::now();
-    let response = client(policy()).get(url(addr)).await.unwrap();
-    assert_eq!(response.status(), 200);
-    let waited = start.elapsed();
-    // The date has whole seconds: the wait is what was left of them when it was read.
-    assert!(
-        waited > Duration::from_secs(1) && waited <= Duration::from_secs(3),
-        "{waited:?}"
-    );
-}
-
-#[tokio::test(start_paused = true)]
-async fn h2_garbage_or_past_retry_after_falls_back_to_the_curve() {
-    let (addr, _) = server(&[(503, Some("soon")), (503, Some("-5"))]);
-    let start = Instant::now();
-    let response = client(policy()).get(url(addr)).await.unwrap();
-    assert_eq!(response.status(), 200);
-    // The transient curve without jitter: 100 ms, then 200 ms.
-    assert_eq!(start.elapsed(), Duration::from_millis(300));
-
-    let past = httpdate::fmt_http_date(SystemTime::now() - Duration::from_secs(60));
-    let (addr, _) = server(&[(429, Some(&past))]);
-    let start = Instant::now();
-    client(policy()).get(url(addr)).await.unwrap();
-    assert_eq!(start.elapsed(), Duration::ZERO, "a past date means now");
-}
-
-#[tokio::test(start_paused = true)]
-async fn h4_attempts_exhausted_on_a_retryable_status_return_the_last_response() {
-    let (addr, script) = server(&[(502, None), (503, None), (500, None)]);
-    let response = client(policy()).get(url(addr)).await.unwrap();
-    assert_eq!(response.status(), 500);
-    assert_eq!(script.markers().len(), 3);
-}
-
-#[tokio::test(start_paused = true)]
-async fn b7_budget_refusal_end_to_end_is_call_rejected_with_a_hint() {
-    let (addr, script) = server(&[(503, None); 10]);
-    let options = BudgetOptions::default()
-        .minimum_per_second(4.0)
-        .capacity(1.0);
-    let client = client(
-        policy()
-            .backoff(Backoff::none())
-            .budget(RetryBudget::automatic().with_options(options)),
-    );
-    let start = Instant::now();
-    let error = client.get(url(addr)).await.unwrap_err();
-    assert_eq!(error.reason(), StopReason::BudgetExhausted);
-    assert_eq!(error.attempts(), 2);
-    assert_eq!(
-        script.markers().len(),
-        2,
-        "the refused retry never reached the server"
-    );
-    assert_eq!(start.elapsed(), Duration::from_millis(100));
-    let rejected = error.rejection().unwrap();
-    assert_eq!(rejected.retry_after, Some(Duration::from_millis(150)));
-}
-
-#[tokio::test(start_paused = true)]
-async fn h5_a_storm_against_one_host_cannot_throttle_retries_to_another() {
-    let (stormy, stormy_script) = server(&[(503, None); 20]);
-    let (calm, calm_script) = server(&[(503, None)]);
-    let options = BudgetOptions::default()
-        .minimum_per_second(0.0)
-        .capacity(2.0);
-    let client = client(
-        policy()
-            .backoff(Backoff::none())
-            .max_attempts(10)
-            .budget(RetryBudget::automatic().with_options(options)),
-    );
-    let error = client.get(url(stormy)).await.unwrap_err();
-    assert_eq!(error.reason(), StopReason::BudgetExhausted);
-    assert_eq!(stormy_script.markers().len(), 3, "two tokens, two retries");
-    let response = client.get(url(calm)).await.unwrap();
-    assert_eq!(response.status(), 200, "the calm host has its own bucket");
-    assert_eq!(calm_script.markers().len(), 2);
-}
-
-#[tokio::test(start_paused = true)]
-async fn b1_a_single_attempt_post_still_deposits() {
-    let (addr, script) = server(&[(503, None)]);
-    let options = BudgetOptions::default()
-        .minimum_per_second(0.0)
-        .capacity(1.0);
-    let client = client(
-        policy()
-            .backoff(Backoff::none())
-            .budget(RetryBudget::automatic().with_options(options)),
-    );
-    // Spend the one token.
-    client.get(url(addr)).await.unwrap();
-    assert_eq!(script.markers().len(), 2);
-    for _ in 0..10 {
-        let response = client
-            .request(request(Method::POST, addr, b"x".to_vec()))
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-    }
-    // Ten successful POSTs funded exactly one retry; the next retry is refused.
-    script.then(&[(503, None), (503, None)]);
-    let error = client.get(url(addr)).await.unwrap_err();
-    assert_eq!(error.reason(), StopReason::BudgetExhausted);
-    assert_eq!(error.attempts(), 2);
-    assert_eq!(script.markers().len(), 2 + 10 + 2);
-}
-
-#[tokio::test]
-async fn e1_connection_refused_is_transient_and_retried() {
-    // A port nobody listens on: bind, read the address, close.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let client = client(
-        RetryPolicy::builder()
-            .backoff(Backoff::constant(Duration::from_millis(1)))
-            .attempt_ceiling(None),
-    );
-    let error = client.get(url(addr)).await.unwrap_err();
-    assert_eq!(error.reason(), StopReason::AttemptsExhausted);
-    assert_eq!(error.attempts(), 3);
-    assert!(error.last_error().is_some(), "{error}");
+    let put = Outbound::new(Method::PUT, addr, vec![7; 60 * 1024]);
+    let reply = Tower::new(policy()).send(put).await.unwrap();
+    assert_eq!(reply.status, 200, "a buffered body is replayed");
+    assert_eq!(script.markers(), marked(2));
 }
 
 /// A body of unknown length, as a stream (or a tonic request) has.
@@ -260,15 +136,15 @@ impl http_body::Body for Chunked {
 
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
-        std::task::Poll::Ready(self.0.pop_front().map(|b| Ok(http_body::Frame::data(b))))
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        Poll::Ready(self.0.pop_front().map(|b| Ok(http_body::Frame::data(b))))
     }
 }
 
 fn chunked(addr: SocketAddr, chunks: usize, chunk: usize) -> Request<Chunked> {
     let body = Chunked((0..chunks).map(|_| Bytes::from(vec![1u8; chunk])).collect());
-    Request::put(url(addr)).body(body).unwrap()
+    Request::put(format!("http://{addr}/")).body(body).unwrap()
 }
 
 #[tokio::test(start_paused = true)]

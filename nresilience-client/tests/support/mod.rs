@@ -15,6 +15,10 @@ use bytes::Bytes;
 use nresilience_client::MARKER_HEADER;
 use nresilience_core::{Backoff, Jitter, RetryPolicy};
 
+pub mod driver;
+pub mod spans;
+pub mod suite;
+
 /// A scripted status with an optional `Retry-After` value, and how long to wait before it.
 pub type Answer = (u16, Option<String>, Duration);
 
@@ -110,6 +114,11 @@ pub fn policy() -> nresilience_core::RetryPolicyBuilder {
 }
 
 impl Script {
+    /// The request bodies received, in order.
+    pub fn received_bodies(&self) -> Vec<Bytes> {
+        self.bodies.lock().unwrap().clone()
+    }
+
     /// The lengths of the request bodies received, in order.
     pub fn body_lengths(&self) -> Vec<usize> {
         self.bodies.lock().unwrap().iter().map(Bytes::len).collect()

@@ -1,0 +1,372 @@
+//! What every HTTP driver does alike, against real axum servers on loopback (SPEC H1–H5, K13,
+//! E1, E5, N1, N5, B1, B7), written once: [`behaviour_suite!`] makes each function a test of a
+//! driver.
+//!
+//! Servers run on their own runtime in real time; the client runs on a paused clock with no
+//! attempt timeout or deadline, so the only timers are the delays under test and virtual
+//! time measures them exactly. The tests that need a timer armed during an attempt run in
+//! real time: a paused clock would jump to it while the request is on the wire.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use nresilience_client::{MARKER_HEADER, MARKER_VALUE};
+use nresilience_core::nesting::{self, NestingSource};
+use nresilience_core::{
+    Backoff, BudgetOptions, RetryBudget, RetryPolicy, RetryPolicyBuilder, StopReason,
+};
+use tokio::time::Instant;
+
+use super::driver::{inbound, Driver, NestingProbe, Outbound, Setup};
+use super::spans::Spans;
+use super::{marked, policy, server, slow_server, unmarked, Script};
+
+/// One `#[tokio::test]` per behaviour of the suite, each run by `$driver`.
+macro_rules! behaviour_suite {
+    ($driver:ty) => {
+        $crate::support::suite::behaviour_suite!(@each $driver, tokio::test(start_paused = true);
+            n1_marker_is_on_the_first_attempt_and_every_retry,
+            n1_h3_post_without_opt_in_is_sent_once_unmarked_and_its_answer_returned,
+            h3_retry_non_idempotent_opts_every_post_in_with_its_body_replayed,
+            h3_a_per_request_choice_wins_both_ways,
+            n1_a_request_already_marked_is_not_stamped_twice,
+            n1_a_policy_of_one_attempt_does_not_stamp,
+            k13_retry_after_seconds_is_obeyed_exactly,
+            h2_retry_after_http_date_is_obeyed,
+            h2_garbage_or_past_retry_after_falls_back_to_the_curve,
+            h4_attempts_exhausted_on_a_retryable_status_return_the_last_response,
+            b7_budget_refusal_end_to_end_is_call_rejected_with_a_hint,
+            h5_a_storm_against_one_host_cannot_throttle_retries_to_another,
+            b1_a_single_attempt_post_still_deposits,
+            n5_a_retrying_call_runs_in_a_retrying_context_and_a_single_attempt_does_not,
+            n5_a_retrying_call_inside_a_retrying_context_is_reported_once,
+            n5_a_request_already_marked_is_reported_once_as_nested_from_the_header,
+        );
+        $crate::support::suite::behaviour_suite!(@each $driver, tokio::test;
+            h2_retry_after_past_the_deadline_stops_at_once,
+            e1_connection_refused_is_transient_retried_and_the_last_error_kept,
+            e5_an_attempt_cut_by_its_timeout_is_retried,
+        );
+    };
+    (@each $driver:ty, $test:meta; $($name:ident,)+) => {
+        $(
+            #[$test]
+            async fn $name() {
+                $crate::support::suite::$name::<$driver>().await;
+            }
+        )+
+    };
+}
+
+pub(crate) use behaviour_suite;
+
+/// A driver that retries non-idempotent methods too.
+fn every_method() -> Setup {
+    Setup {
+        retry_non_idempotent: true,
+        ..Setup::default()
+    }
+}
+
+/// Retries at once, on a budget of `capacity` tokens refilled at `minimum_per_second` (and by
+/// successes).
+fn budgeted(minimum_per_second: f64, capacity: f64) -> RetryPolicyBuilder {
+    let options = BudgetOptions::default()
+        .minimum_per_second(minimum_per_second)
+        .capacity(capacity);
+    policy()
+        .backoff(Backoff::none())
+        .budget(RetryBudget::automatic().with_options(options))
+}
+
+/// How long a GET waited, on the paused clock, to reach the 200 after `answers`.
+async fn waited_through<D: Driver>(answers: &[(u16, Option<&str>)]) -> (Duration, Script) {
+    let (addr, script) = server(answers);
+    let start = Instant::now();
+    let reply = D::new(policy()).send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(reply.status, 200);
+    (start.elapsed(), script)
+}
+
+/// The marker as a request forwarded from a retrying sender carries it.
+fn forwarded(request: Outbound) -> Outbound {
+    request.headers(&inbound(&[(MARKER_HEADER, MARKER_VALUE)]))
+}
+
+pub async fn n1_marker_is_on_the_first_attempt_and_every_retry<D: Driver>() {
+    let (addr, script) = server(&[(503, None), (500, None)]);
+    let reply = D::new(policy()).send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, "ok");
+    assert_eq!(script.markers(), marked(3));
+}
+
+pub async fn n1_h3_post_without_opt_in_is_sent_once_unmarked_and_its_answer_returned<D: Driver>() {
+    let (addr, script) = server(&[(503, None)]);
+    let reply = D::new(policy())
+        .send(Outbound::post(addr, "order"))
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 503, "the answer, not an error");
+    assert_eq!(script.markers(), unmarked());
+}
+
+pub async fn h3_retry_non_idempotent_opts_every_post_in_with_its_body_replayed<D: Driver>() {
+    let (addr, script) = server(&[(503, None), (502, None)]);
+    let reply = D::with(policy(), every_method())
+        .send(Outbound::post(addr, "order"))
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(script.markers(), marked(3));
+    assert_eq!(script.received_bodies(), vec![Bytes::from("order"); 3]);
+}
+
+pub async fn h3_a_per_request_choice_wins_both_ways<D: Driver>() {
+    let (addr, script) = server(&[(503, None), (503, None)]);
+    let reply = D::new(policy())
+        .send(Outbound::post(addr, "order").retryable(true))
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(script.markers(), marked(3));
+
+    // A GET kept to one attempt, by default and against the opt-in of every method.
+    for driver in [D::new(policy()), D::with(policy(), every_method())] {
+        let (addr, script) = server(&[(503, None)]);
+        let reply = driver
+            .send(Outbound::get(addr).retryable(false))
+            .await
+            .unwrap();
+        assert_eq!(reply.status, 503);
+        assert_eq!(script.markers(), unmarked());
+    }
+}
+
+pub async fn n1_a_request_already_marked_is_not_stamped_twice<D: Driver>() {
+    let (addr, script) = server(&[(503, None)]);
+    D::new(policy())
+        .send(forwarded(Outbound::get(addr)))
+        .await
+        .unwrap();
+    assert_eq!(script.markers(), marked(2));
+}
+
+pub async fn n1_a_policy_of_one_attempt_does_not_stamp<D: Driver>() {
+    let (addr, script) = server(&[(503, None)]);
+    let reply = D::new(policy().max_attempts(1))
+        .send(Outbound::get(addr))
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 503);
+    assert_eq!(script.markers(), unmarked());
+}
+
+pub async fn k13_retry_after_seconds_is_obeyed_exactly<D: Driver>() {
+    let (waited, script) = waited_through::<D>(&[(429, Some("2")), (503, Some("1"))]).await;
+    assert_eq!(waited, Duration::from_secs(3));
+    assert_eq!(script.requests(), 3);
+}
+
+pub async fn h2_retry_after_http_date_is_obeyed<D: Driver>() {
+    let date = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3));
+    let (waited, _) = waited_through::<D>(&[(503, Some(&date))]).await;
+    // The date has whole seconds: the wait is what was left of them when it was read.
+    assert!(
+        waited > Duration::from_secs(1) && waited <= Duration::from_secs(3),
+        "{waited:?}"
+    );
+}
+
+pub async fn h2_garbage_or_past_retry_after_falls_back_to_the_curve<D: Driver>() {
+    let (waited, _) = waited_through::<D>(&[(503, Some("soon")), (503, Some("-5"))]).await;
+    // The transient curve without jitter: 100 ms, then 200 ms.
+    assert_eq!(waited, Duration::from_millis(300));
+
+    let past = httpdate::fmt_http_date(SystemTime::now() - Duration::from_secs(60));
+    let (waited, _) = waited_through::<D>(&[(429, Some(&past))]).await;
+    assert_eq!(waited, Duration::ZERO, "a past date means now");
+}
+
+pub async fn h2_retry_after_past_the_deadline_stops_at_once<D: Driver>() {
+    let (addr, script) = server(&[(503, Some("60"))]);
+    let start = std::time::Instant::now();
+    let error = D::new(policy().deadline(Some(Duration::from_secs(10))))
+        .send(Outbound::get(addr))
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), StopReason::DeadlineExceeded);
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(script.requests(), 1);
+}
+
+pub async fn h4_attempts_exhausted_on_a_retryable_status_return_the_last_response<D: Driver>() {
+    let (addr, script) = server(&[(502, None), (500, None), (503, Some("7"))]);
+    let reply = D::new(policy()).send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(reply.status, 503);
+    assert_eq!(
+        reply.headers["retry-after"], "7",
+        "the last response, whole"
+    );
+    assert_eq!(script.requests(), 3);
+}
+
+pub async fn b7_budget_refusal_end_to_end_is_call_rejected_with_a_hint<D: Driver>() {
+    let (addr, script) = server(&[(503, None); 10]);
+    let driver = D::new(budgeted(4.0, 1.0));
+    let start = Instant::now();
+    let error = driver.send(Outbound::get(addr)).await.unwrap_err();
+    assert_eq!(error.reason(), StopReason::BudgetExhausted);
+    assert_eq!(error.attempts(), 2);
+    assert_eq!(
+        script.requests(),
+        2,
+        "the refused retry never reached the server"
+    );
+    assert_eq!(start.elapsed(), Duration::from_millis(100), "the pause");
+    let rejected = error.rejection().unwrap();
+    assert_eq!(rejected.retry_after, Some(Duration::from_millis(150)));
+}
+
+pub async fn h5_a_storm_against_one_host_cannot_throttle_retries_to_another<D: Driver>() {
+    let (stormy, stormy_script) = server(&[(503, None); 20]);
+    let (calm, calm_script) = server(&[(503, None)]);
+    let driver = D::new(budgeted(0.0, 2.0).max_attempts(10));
+    let error = driver.send(Outbound::get(stormy)).await.unwrap_err();
+    assert_eq!(error.reason(), StopReason::BudgetExhausted);
+    assert_eq!(stormy_script.requests(), 3, "two tokens, two retries");
+    let reply = driver.send(Outbound::get(calm)).await.unwrap();
+    assert_eq!(reply.status, 200, "the calm host has its own bucket");
+    assert_eq!(calm_script.requests(), 2);
+}
+
+pub async fn b1_a_single_attempt_post_still_deposits<D: Driver>() {
+    let (addr, script) = server(&[(503, None)]);
+    let driver = D::new(budgeted(0.0, 1.0));
+    // Spend the one token.
+    driver.send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(script.requests(), 2);
+    for _ in 0..10 {
+        let reply = driver.send(Outbound::post(addr, "x")).await.unwrap();
+        assert_eq!(reply.status, 200);
+    }
+    // Ten successful POSTs funded exactly one retry; the next retry is refused.
+    script.then(&[(503, None), (503, None)]);
+    let error = driver.send(Outbound::get(addr)).await.unwrap_err();
+    assert_eq!(error.reason(), StopReason::BudgetExhausted);
+    assert_eq!(error.attempts(), 2);
+    assert_eq!(script.requests(), 2 + 10 + 2);
+}
+
+pub async fn e1_connection_refused_is_transient_retried_and_the_last_error_kept<D: Driver>() {
+    // A port nobody listens on: bind, read the address, close.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let driver = D::new(
+        RetryPolicy::builder()
+            .backoff(Backoff::constant(Duration::from_millis(1)))
+            .attempt_ceiling(None),
+    );
+    let error = driver.send(Outbound::get(addr)).await.unwrap_err();
+    assert_eq!(error.reason(), StopReason::AttemptsExhausted);
+    assert_eq!(error.attempts(), 3);
+    match error.last_error() {
+        Some(last) => assert!(D::is_connect(last), "{last:?}"),
+        None => panic!("expected the connect error, got {error:?}"),
+    }
+}
+
+pub async fn e5_an_attempt_cut_by_its_timeout_is_retried<D: Driver>() {
+    let slow = Duration::from_secs(5);
+    let (addr, script) = slow_server(vec![(200, None, slow), (200, None, slow)]);
+    let driver = D::new(
+        policy()
+            .backoff(Backoff::none())
+            .attempt_timeout(Some(Duration::from_millis(100))),
+    );
+    let start = std::time::Instant::now();
+    let reply = driver.send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(script.requests(), 3);
+    assert!(start.elapsed() < slow, "{:?}", start.elapsed());
+
+    let (addr, _) = slow_server(vec![(200, None, slow); 3]);
+    let error = driver.send(Outbound::get(addr)).await.unwrap_err();
+    assert_eq!(error.reason(), StopReason::AttemptsExhausted);
+    assert!(error.is_timeout());
+}
+
+pub async fn n5_a_retrying_call_runs_in_a_retrying_context_and_a_single_attempt_does_not<
+    D: Driver,
+>() {
+    let (addr, _) = server(&[(503, None)]);
+    let probe = NestingProbe::default();
+    let setup = Setup {
+        probe: Some(probe.clone()),
+        ..Setup::default()
+    };
+    let driver = D::with(policy(), setup);
+    driver.send(Outbound::get(addr)).await.unwrap();
+    driver.send(Outbound::post(addr, "")).await.unwrap();
+    assert_eq!(
+        probe.seen(),
+        vec![
+            Some(NestingSource::InProcess),
+            Some(NestingSource::InProcess),
+            None
+        ]
+    );
+    assert_eq!(nesting::current(), None, "restored afterwards");
+}
+
+pub async fn n5_a_retrying_call_inside_a_retrying_context_is_reported_once<D: Driver>() {
+    let spans = Spans::record();
+    let (addr, _) = server(&[(503, None), (503, None)]);
+    let driver = D::new(policy());
+
+    driver.send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(spans.count("NestedRetry"), 0, "not nested");
+    assert_eq!(spans.count("HTTP"), 3, "one span per attempt");
+
+    nesting::scope(NestingSource::Header, async {
+        driver.send(Outbound::get(addr)).await.unwrap();
+        assert_eq!(spans.count("NestedRetry"), 1);
+        driver.send(Outbound::get(addr)).await.unwrap();
+        driver.send(Outbound::post(addr, "")).await.unwrap();
+    })
+    .await;
+    assert_eq!(
+        spans.count("NestedRetry"),
+        2,
+        "once per retrying call, never for a single attempt"
+    );
+}
+
+pub async fn n5_a_request_already_marked_is_reported_once_as_nested_from_the_header<D: Driver>() {
+    let spans = Spans::record();
+    let (addr, script) = server(&[(503, None), (503, None)]);
+    let driver = D::new(policy());
+
+    driver.send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(
+        spans.count("NestedRetry"),
+        0,
+        "unmarked, outside any retrying context"
+    );
+
+    // Outside any retrying context too: only the marker says the sender retries.
+    driver.send(forwarded(Outbound::get(addr))).await.unwrap();
+    let nested = spans.named("NestedRetry");
+    assert_eq!(nested.len(), 1, "once for its two attempts: {nested:?}");
+    assert_eq!(nested[0].field("nresilience.source"), Some("header"));
+    assert_eq!(nested[0].field("nresilience.method"), Some("GET"));
+    let target = addr.to_string();
+    assert_eq!(nested[0].field("nresilience.target"), Some(target.as_str()));
+    assert_eq!(script.markers(), marked(4), "never stamped twice");
+}
