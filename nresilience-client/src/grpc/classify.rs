@@ -1,4 +1,4 @@
-//! What a gRPC attempt's outcome means for the call (SPEC H6, K13).
+//! What a gRPC attempt's outcome means for the call.
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
 
 const GRPC_STATUS: &str = "grpc-status";
 
-/// Classifies gRPC attempts by the table in the [module docs](super) (SPEC H6).
+/// Classifies gRPC attempts by the table in the [module docs](super).
 ///
 /// Every `Err` (the connection failed, the stream was reset) is a transient failure; a
 /// response is classified by [`classify_grpc`].
@@ -35,7 +35,7 @@ impl<B, E> Classify<Result<Response<B>, E>> for GrpcClassifier {
 }
 
 /// The verdict on a gRPC response with HTTP `status` and `headers`, by the table in the
-/// [module docs](super) (SPEC H6).
+/// [module docs](super).
 ///
 /// A `grpc-status` header decides (a trailers-only response carries it there); without
 /// one, a `200` is a success — its status comes in the trailers, after the response is

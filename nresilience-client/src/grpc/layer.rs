@@ -9,13 +9,15 @@ use http_body::Body;
 use nresilience_core::{Classify, RetryPolicy};
 use tower::{Layer, Service};
 
-use super::future::{into_status, ResponseFuture};
+use super::future::ResponseFuture;
+use super::status::into_status;
+use super::tonic_body::TonicBody;
 use super::GrpcClassifier;
 use crate::body::{BoxError, RetryBody, TransportError};
 use crate::layer::{Retry, RetryLayer, DEFAULT_MAX_BUFFERED_BODY};
 
 /// A tower layer that retries gRPC calls under a [`RetryPolicy`], in front of a tonic
-/// `Channel` or any service of `http::Request<tonic::body::Body>` (SPEC H6, N2).
+/// `Channel` or any service of `http::Request<tonic::body::Body>`.
 ///
 /// It is a [`RetryLayer`] that retries POSTs (every gRPC call is one), classifies with
 /// [`GrpcClassifier`], hands the inner service `tonic::body::Body` requests, and fails with
@@ -31,7 +33,7 @@ pub struct GrpcRetryLayer<C = GrpcClassifier> {
 }
 
 impl GrpcRetryLayer {
-    /// A layer retrying gRPC calls under `policy`, classifying them as SPEC H6 says.
+    /// A layer retrying gRPC calls under `policy`, classifying them with [`GrpcClassifier`].
     pub fn new(policy: RetryPolicy) -> Self {
         Self {
             inner: RetryLayer::new(policy)
@@ -51,7 +53,7 @@ impl<C> GrpcRetryLayer<C> {
         self
     }
 
-    /// Replaces the classifier of responses and errors (E1); it sees the response before
+    /// Replaces the classifier of responses and errors; it sees the response before
     /// tonic decodes it, as [`GrpcClassifier`] does.
     pub fn classifier<C2>(self, classifier: C2) -> GrpcRetryLayer<C2> {
         GrpcRetryLayer {
@@ -136,26 +138,5 @@ where
         // The retry layer buffers the messages that are ready now; a call still streaming
         // is sent once, unstamped (N1).
         ResponseFuture::new(self.inner.call(request))
-    }
-}
-
-/// The wrapped channel, fed the retry layer's bodies as `tonic::body::Body`.
-#[derive(Clone, Debug)]
-pub(super) struct TonicBody<S>(S);
-
-impl<S> Service<Request<RetryBody>> for TonicBody<S>
-where
-    S: Service<Request<tonic::body::Body>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<RetryBody>) -> S::Future {
-        self.0.call(request.map(tonic::body::Body::new))
     }
 }

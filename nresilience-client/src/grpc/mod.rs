@@ -1,5 +1,5 @@
 //! gRPC calls through tonic, retried under a policy and stamped with the nested-retry marker
-//! (SPEC H6, N2; feature `grpc`).
+//! (feature `grpc`).
 //!
 //! One line, `ServiceBuilder::new().layer(grpc::layer(policy)).service(channel)`, puts the
 //! retry layer in front of a tonic `Channel`; the generated client (or
@@ -20,15 +20,15 @@
 //! | any other `grpc-status`, or one that does not parse | `Permanent` | no |
 //! | `200` without `grpc-status` | `Success`: its status comes in the trailers | no |
 //! | `502`, `503`, `504` without `grpc-status` | `Transient` (the gRPC spec: `UNAVAILABLE`) | yes |
-//! | `429` without `grpc-status` | `Throttled`, as in H1 (the gRPC spec: `UNAVAILABLE`) | yes |
+//! | `429` without `grpc-status` | `Throttled`, as over plain HTTP (the gRPC spec: `UNAVAILABLE`) | yes |
 //! | any other HTTP status without `grpc-status` | `Permanent` | no |
 //! | `Err(_)`: the connection failed, the stream was reset | `Transient` | yes |
 //!
 //! On a retryable code, `grpc-retry-pushback-ms` is the server's pushback: a non-negative
-//! integer is the delay before the retry, served verbatim (K13); a negative one means "do
+//! integer is the delay before the retry, served verbatim; a negative one means "do
 //! not retry" and makes the attempt `Permanent`; an unparseable one is ignored (logged at
 //! debug) and the curve applies. When the call stops on a gRPC answer, the caller gets that
-//! answer and tonic turns it into its `Status` (H4).
+//! answer and tonic turns it into its `Status`.
 //!
 //! # Why only the start of a stream
 //!
@@ -84,6 +84,8 @@
 mod classify;
 mod future;
 mod layer;
+mod status;
+mod tonic_body;
 
 use nresilience_core::RetryPolicy;
 
