@@ -9,8 +9,7 @@ use tower::{Layer, Service};
 use crate::future::ResponseFuture;
 use crate::marker::{self, RetryMarker, MARKER};
 
-/// Reads the nested-retry marker of each request into the [`nesting`](crate::nesting) context
-/// (SPEC N4).
+/// Reads the nested-retry marker of each request into the [`nesting`](crate::nesting) context.
 ///
 /// Applies [`NestedRetry`]. See the [crate docs](crate) for where to register it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

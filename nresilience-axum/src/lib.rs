@@ -1,6 +1,5 @@
 //! The server side of nested-retry detection: a tower layer that reads the
-//! `x-nresilience-retrying` marker into the [`nesting`] context of `nresilience-core`
-//! (SPEC N4).
+//! `x-nresilience-retrying` marker into the [`nesting`] context of `nresilience-core`.
 //!
 //! # Example
 //!
@@ -35,9 +34,9 @@
 //!
 //! Retries multiply across hops: a frontend that retries three times onto a backend that
 //! retries three times sends nine attempts to the database, and each hop sees only its own
-//! three. `nresilience-client` stamps the marker on every request it may retry (SPEC N1, N2);
+//! three. `nresilience-client` stamps the marker on every request it may retry;
 //! this layer, on the receiving hop, publishes it to the task-local context, so when the
-//! handler makes a call that may retry, `nresilience-core` reports a `NestedRetry` there (N5) —
+//! handler makes a call that may retry, `nresilience-core` reports a `NestedRetry` there —
 //! the middle hop of the chain sees the loop it is part of. Detection reports and never
 //! changes behaviour.
 //!
@@ -52,7 +51,7 @@
 //! # What it reads
 //!
 //! A request is marked when any of its `x-nresilience-retrying` values is exactly `1`,
-//! optional whitespace aside (SPEC N4); a value is read as an HTTP list, so a proxy that folds
+//! optional whitespace aside; a value is read as an HTTP list, so a proxy that folds
 //! two marker lines into `1, 1` keeps the mark. The name matches in any case over HTTP/1 and
 //! lower-case over HTTP/2 and gRPC metadata. Any other value, or one that is not visible ASCII,
 //! is no marker: a `debug` event, never a rejected request.

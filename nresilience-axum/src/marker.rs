@@ -1,4 +1,4 @@
-//! Reading the `x-nresilience-retrying` marker (SPEC N4) and the typed extension that carries
+//! Reading the `x-nresilience-retrying` marker and the typed extension that carries
 //! it past `tokio::spawn`.
 
 use std::future::Future;

@@ -1,17 +1,17 @@
-//! What an HTTP attempt's outcome means for the call (SPEC H1, E1).
+//! What an HTTP attempt's outcome means for the call.
 //!
 //! Only failures that another attempt can fix are retried: a connection that failed, a
 //! timeout, a `408`, a `5xx`, and a throttle (`429`, or `503` with `Retry-After`). Every
 //! other status means the dependency answered: the response goes to the caller as it is,
-//! and it funds the retry budget like any success (B1).
+//! and it funds the retry budget like any success.
 //!
 //! | outcome | verdict | retried? | deposits? |
 //! |---|---|---|---|
 //! | `Err(_)`: connect or I/O error | `Transient { retry_after: None }` | yes, on the transient curve | no |
-//! | timeout, attempt ceiling (E5) | `Transient` (the executor's verdict) | yes, on the transient curve | no |
+//! | timeout, attempt ceiling | `Transient` (the executor's verdict) | yes, on the transient curve | no |
 //! | `408 Request Timeout` | `Transient { retry_after }` | yes | no |
-//! | `429 Too Many Requests` | `Throttled { self_imposed: false, retry_after }` | yes, charged to the budget (E6) | no |
-//! | `503` with a valid `Retry-After` | `Throttled { self_imposed: false, retry_after: Some(_) }` | yes, after exactly the pushback (K13) | no |
+//! | `429 Too Many Requests` | `Throttled { self_imposed: false, retry_after }` | yes, charged to the budget | no |
+//! | `503` with a valid `Retry-After` | `Throttled { self_imposed: false, retry_after: Some(_) }` | yes, after exactly the pushback | no |
 //! | `503` without one (absent or garbage) | `Transient { retry_after: None }` | yes, on the transient curve | no |
 //! | any other `5xx` | `Transient { retry_after }` | yes | no |
 //! | every other status: `1xx`, `2xx`, `3xx`, `4xx` but `408`/`429` | `Success` | no: returned to the caller | yes |
@@ -19,12 +19,12 @@
 //! `retry_after` is the first valid `Retry-After` header ([`retry_after`]), or `None`.
 //! Pushback replaces the backoff curve verbatim, capped only by the backoff cap and the time
 //! left; pushback at least as long as the time left ends the call at once with
-//! `DeadlineExceeded` (H2, K13, K14). A `Retry-After` on a `408` or a `5xx` other than `503`
+//! `DeadlineExceeded`. A `Retry-After` on a `408` or a `5xx` other than `503`
 //! does not change the verdict, but is carried as pushback all the same: the server said when
 //! to come back.
 //!
 //! When attempts run out on a retryable *status* ([`is_retryable_status`]), the caller gets
-//! that last response, not an error (H4). No outcome is `Permanent`: an error that no retry
+//! that last response, not an error. No outcome is `Permanent`: an error that no retry
 //! can fix (a malformed URI, say) needs a classifier that can tell the errors apart.
 //!
 //! # Example
@@ -60,7 +60,7 @@ use nresilience_core::{Classify, Verdict};
 
 use crate::retry_after::retry_after;
 
-/// Classifies HTTP attempts by the table in the [module docs](self) (SPEC H1).
+/// Classifies HTTP attempts by the table in the [module docs](self).
 ///
 /// Every `Err` is a transient failure; a response is classified by [`classify_status`],
 /// with `SystemTime::now()` as the time an HTTP-date `Retry-After` is measured from. The
@@ -86,9 +86,9 @@ impl<B, E> Classify<Result<Response<B>, E>> for HttpClassifier {
 }
 
 /// The verdict on a response with `status` and `headers`, by the table in the
-/// [module docs](self) (SPEC H1).
+/// [module docs](self).
 ///
-/// `now` is the time an HTTP-date `Retry-After` is measured from (H2). Headers are read only
+/// `now` is the time an HTTP-date `Retry-After` is measured from. Headers are read only
 /// for a retryable status.
 pub fn classify_status(status: StatusCode, headers: &HeaderMap, now: SystemTime) -> Verdict {
     classify_with(status, headers, || now)
@@ -98,7 +98,7 @@ pub fn classify_status(status: StatusCode, headers: &HeaderMap, now: SystemTime)
 ///
 /// These are the statuses [`classify_status`] never calls a success, whatever the headers
 /// say. When attempts run out on one of them, the caller gets that last response, not an
-/// error (H4).
+/// error.
 pub const fn is_retryable_status(status: StatusCode) -> bool {
     matches!(status.as_u16(), 408 | 429 | 500..=599)
 }

@@ -22,7 +22,7 @@ pub const DEFAULT_MAX_BUFFERED_BODY: usize = 64 * 1024;
 
 /// A per-request override of whether a request may be retried, set as a request extension.
 ///
-/// It wins both ways (H3): `Retryable(true)` opts a POST in, `Retryable(false)` keeps a GET
+/// It wins both ways: `Retryable(true)` opts a POST in, `Retryable(false)` keeps a GET
 /// to a single attempt. A body too large to buffer is sent once whatever it says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retryable(pub bool);

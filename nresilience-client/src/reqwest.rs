@@ -2,14 +2,14 @@
 //! [`RetryLayer`](crate::RetryLayer), for a reqwest client.
 //!
 //! One line adds it: `ClientBuilder::new(reqwest::Client::new()).with(RetryMiddleware::new(policy))`.
-//! It follows the tower layer rule for rule: responses and errors are classified as SPEC H1
-//! says ([`classify`](crate::classify)); idempotent methods are retried, others only with
+//! It follows the tower layer rule for rule: responses and errors are classified as
+//! [`classify`](crate::classify) says; idempotent methods are retried, others only with
 //! [`RetryMiddleware::retry_non_idempotent`] or a [`Retryable`] extension set with
-//! `RequestBuilder::with_extension`, which wins both ways (H3); exactly the requests that may
-//! be retried carry `x-nresilience-retrying: 1`, on every attempt (N1); a retrying call made
-//! inside a retrying context is reported once (N5); with the default `Automatic` budget each
-//! host has its own bucket (H5); when the attempts run out on a retryable status, the last
-//! response is returned rather than an error (H4).
+//! `RequestBuilder::with_extension`, which wins both ways; exactly the requests that may
+//! be retried carry `x-nresilience-retrying: 1`, on every attempt; a retrying call made
+//! inside a retrying context is reported once; with the default `Automatic` budget each
+//! host has its own bucket; when the attempts run out on a retryable status, the last
+//! response is returned rather than an error.
 //!
 //! A request whose body is a stream (`reqwest::Request::try_clone` gives `None`) is sent once,
 //! unmarked, rather than refused.

@@ -1,8 +1,8 @@
-//! Reading a server's `Retry-After` pushback (SPEC H2): delta-seconds or an HTTP-date, as a
+//! Reading a server's `Retry-After` pushback: delta-seconds or an HTTP-date, as a
 //! delay from now.
 //!
 //! The value comes from the peer, so anything this module cannot read is ignored with a
-//! `debug` event, never an error or a panic: the backoff curve applies instead (H2).
+//! `debug` event, never an error or a panic: the backoff curve applies instead.
 //!
 //! # Example
 //!
@@ -34,12 +34,12 @@ use std::time::{Duration, SystemTime};
 
 use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
 
-/// The pushback in one `Retry-After` value, or `None` if it is not one (SPEC H2).
+/// The pushback in one `Retry-After` value, or `None` if it is not one.
 ///
 /// Reads either form RFC 9110 allows:
 ///
 /// - **delta-seconds**: ASCII digits only. Huge numbers saturate at `u64::MAX` seconds, so
-///   a caller must cap the delay (K13: by the backoff cap and the time left) before adding
+///   a caller must cap the delay (by the backoff cap and the time left) before adding
 ///   it to an `Instant`.
 /// - **HTTP-date** (IMF-fixdate, or the obsolete RFC 850 and asctime forms): `date − now`,
 ///   clamped at zero, so a date in the past gives `Some(Duration::ZERO)`. HTTP-dates have
@@ -74,7 +74,7 @@ pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duratio
     }
 }
 
-/// The pushback in the first `Retry-After` header of `headers` that parses (SPEC H2).
+/// The pushback in the first `Retry-After` header of `headers` that parses.
 ///
 /// Every value is read as by [`parse_retry_after`]; values before the first valid one are
 /// skipped with a `debug` event each. `None` when there is no such header or none parses.

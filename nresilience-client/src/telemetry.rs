@@ -1,5 +1,5 @@
 //! One client span per physical attempt, after the OpenTelemetry HTTP conventions, and the
-//! W3C trace context on every attempt (N6).
+//! W3C trace context on every attempt.
 
 use http::{HeaderMap, Request, StatusCode};
 use nresilience_core::Verdict;

@@ -1,7 +1,7 @@
 /// How much a caller is waiting on a call, which decides when its retries are refused.
 ///
 /// Criticality changes *when* the budget refuses a retry, never *what* a refusal is:
-/// a refused retry always ends the call as budget-exhausted (SPEC B9).
+/// a refused retry always ends the call as budget-exhausted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Criticality {
     /// Work someone is waiting on that must not be shed; spends the bucket like `Normal`.

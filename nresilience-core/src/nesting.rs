@@ -1,5 +1,4 @@
-//! The nested-retry context: whether the current work runs inside a call that may retry
-//! (SPEC N3).
+//! The nested-retry context: whether the current work runs inside a call that may retry.
 //!
 //! Retries multiply across layers, and no layer sees the product. This task-local is how a
 //! layer finds out: the executor sets it for the whole of a call that may retry, and the

@@ -4,7 +4,7 @@ use rand::Rng;
 
 use super::duration_from_nanos;
 
-/// How much randomness is applied to a computed delay (K7).
+/// How much randomness is applied to a computed delay.
 ///
 /// Clients that failed together retry together unless something spreads them out; only
 /// [`Jitter::Full`] spreads them over the whole interval, so it is the default.

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use super::{duration_from_nanos_f64, InvalidBackoff};
 
-/// Measures the transient base of a curve from the dependency's own recent latency (K4).
+/// Measures the transient base of a curve from the dependency's own recent latency.
 ///
 /// A fixed transient base is a guess about how slow the dependency normally is. A measured one
 /// waits `multiple` normal calls before the first retry, where "normal" is the

@@ -45,7 +45,7 @@ const DEFAULT_THROTTLED_BASE: Duration = Duration::from_secs(1);
 const DEFAULT_FACTOR: f64 = 2.0;
 const DEFAULT_MAXIMUM_DELAY: Duration = Duration::from_secs(30);
 
-/// Which curve a [`Backoff`] follows. Only the constructors choose it (K9).
+/// Which curve a [`Backoff`] follows. Only the constructors choose it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BackoffKind {
     /// The delay grows by [`Backoff::factor`] each attempt: [`Backoff::default`],
@@ -79,9 +79,8 @@ enum Curve {
 /// The delay before each retry.
 ///
 /// A constructor chooses the curve and each `with_*` method changes one term of it, keeping
-/// the others (K10). The getters report the terms [`compute`](Self::compute) actually uses, and
-/// equality is over those, so a value that spells a default out equals one that left it alone
-/// (K11).
+/// the others. The getters report the terms [`compute`](Self::compute) actually uses, and
+/// equality is over those, so a value that spells a default out equals one that left it alone.
 ///
 /// # Example
 ///
@@ -111,13 +110,13 @@ impl Backoff {
     /// Retries immediately: a [`Constant`](BackoffKind::Constant) curve of zero, cap included.
     ///
     /// Only right when the dependency is not shared; a retry storm against a shared one is
-    /// exactly what backoff exists to prevent. The zero cap also caps server pushback (K13);
+    /// exactly what backoff exists to prevent. The zero cap also caps server pushback;
     /// give it a cap with [`with_maximum_delay`](Self::with_maximum_delay) to honour one.
     pub const fn none() -> Self {
         Self::constant(Duration::ZERO)
     }
 
-    /// An exponential curve with the default terms, to change one `with_*` at a time (K3).
+    /// An exponential curve with the default terms, to change one `with_*` at a time.
     ///
     /// Transient base 100 ms, throttled base 1 s, factor 2, cap 30 s, [`Jitter::Full`].
     pub const fn exponential() -> Self {
@@ -132,7 +131,7 @@ impl Backoff {
         }
     }
 
-    /// The exponential defaults with a transient base measured from recent latency (K4):
+    /// The exponential defaults with a transient base measured from recent latency:
     /// the first retry after a transient failure waits `multiple` normal calls.
     ///
     /// An invalid `multiple` is reported by [`validate`](Self::validate); use
@@ -148,7 +147,7 @@ impl Backoff {
         Ok(backoff)
     }
 
-    /// The same delay before every retry (K5).
+    /// The same delay before every retry.
     ///
     /// `delay` is both bases and the cap, so a base later raised above it without raising the
     /// cap is clamped back to `delay`. Jitter still applies; add
@@ -165,11 +164,11 @@ impl Backoff {
         }
     }
 
-    /// A curve computed by `f` (K6).
+    /// A curve computed by `f`.
     ///
     /// The delay is `f(next)` as returned: no cap, no jitter. The getters report zero bases,
     /// factor 1, no cap and no jitter, and the `with_*` methods change nothing, because none of
-    /// those terms is used. Server pushback still wins (K13). Two custom curves are equal only
+    /// those terms is used. Server pushback still wins. Two custom curves are equal only
     /// when they share the same function (a clone of one value).
     pub fn custom<F>(f: F) -> Self
     where
@@ -183,7 +182,7 @@ impl Backoff {
 }
 
 /// [`Backoff::exponential`]: transient base 100 ms, throttled base 1 s, factor 2, cap 30 s,
-/// full jitter (K1).
+/// full jitter.
 impl Default for Backoff {
     fn default() -> Self {
         Self::exponential()
@@ -216,7 +215,7 @@ impl Backoff {
         self
     }
 
-    /// The longest single delay, server pushback included; `None` for no cap (K8).
+    /// The longest single delay, server pushback included; `None` for no cap.
     /// Defaults to 30 s.
     #[must_use]
     pub const fn with_maximum_delay(mut self, maximum_delay: Option<Duration>) -> Self {
@@ -224,14 +223,14 @@ impl Backoff {
         self
     }
 
-    /// The randomness applied to each computed delay (K7). Defaults to [`Jitter::Full`].
+    /// The randomness applied to each computed delay. Defaults to [`Jitter::Full`].
     #[must_use]
     pub const fn with_jitter(mut self, jitter: Jitter) -> Self {
         self.jitter = jitter;
         self
     }
 
-    /// Measures the transient base from recent latency, or `None` to keep it constant (K4).
+    /// Measures the transient base from recent latency, or `None` to keep it constant.
     /// Only an exponential curve may carry one ([`validate`](Self::validate)). Defaults to
     /// `None`, except for [`Backoff::measured`].
     #[must_use]
@@ -240,7 +239,7 @@ impl Backoff {
         self
     }
 
-    /// Which curve this is (K9).
+    /// Which curve this is.
     pub const fn kind(&self) -> BackoffKind {
         match self.curve {
             Curve::Exponential => BackoffKind::Exponential,
@@ -250,13 +249,13 @@ impl Backoff {
     }
 
     /// The base delay after a transient failure, as [`compute`](Self::compute) uses it: clamped
-    /// to the cap on a constant curve (K5), zero on a custom one (K6).
+    /// to the cap on a constant curve, zero on a custom one.
     pub fn transient_base(&self) -> Duration {
         self.effective_base(self.transient_base)
     }
 
     /// The base delay after a throttled refusal, as [`compute`](Self::compute) uses it: clamped
-    /// to the cap on a constant curve (K5), zero on a custom one (K6).
+    /// to the cap on a constant curve, zero on a custom one.
     pub fn throttled_base(&self) -> Duration {
         self.effective_base(self.throttled_base)
     }
@@ -269,7 +268,7 @@ impl Backoff {
         }
     }
 
-    /// The cap on any single delay; `None` when there is none, as on a custom curve (K6, K8).
+    /// The cap on any single delay; `None` when there is none, as on a custom curve.
     pub const fn maximum_delay(&self) -> Option<Duration> {
         match self.curve {
             Curve::Custom(_) => None,
@@ -277,7 +276,7 @@ impl Backoff {
         }
     }
 
-    /// The randomness applied to each delay; [`Jitter::None`] on a custom curve (K6).
+    /// The randomness applied to each delay; [`Jitter::None`] on a custom curve.
     pub const fn jitter(&self) -> Jitter {
         match self.curve {
             Curve::Custom(_) => Jitter::None,
@@ -285,7 +284,7 @@ impl Backoff {
         }
     }
 
-    /// The measured-base configuration, if any; `None` on a custom curve (K6).
+    /// The measured-base configuration, if any; `None` on a custom curve.
     pub const fn measured_base(&self) -> Option<MeasuredBase> {
         match self.curve {
             Curve::Custom(_) => None,
@@ -332,13 +331,13 @@ impl Backoff {
         self.compute_with_base(next, None, &mut rand::rng())
     }
 
-    /// The delay before `next`, jittered from `rng` (K12).
+    /// The delay before `next`, jittered from `rng`.
     ///
     /// For attempt `n` (the first retry is 2) the delay is `base × factor^(n−2)`, the base
     /// chosen by [`NextAttempt::kind`], then capped, then jittered. It is never negative and
     /// never overflows: a huge `n` saturates at the cap, or at [`Duration::MAX`] without one.
     /// Server pushback replaces the curve: served verbatim, capped only by the cap, never
-    /// jittered (K13).
+    /// jittered.
     pub fn compute_with<R: Rng + ?Sized>(&self, next: &NextAttempt, rng: &mut R) -> Duration {
         self.compute_with_base(next, None, rng)
     }

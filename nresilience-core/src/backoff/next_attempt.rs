@@ -46,7 +46,7 @@ impl NextAttempt {
     }
 
     /// The delay the server asked for (`Retry-After`, `grpc-retry-pushback-ms`), which replaces
-    /// the curve (K13). Defaults to none.
+    /// the curve. Defaults to none.
     #[must_use]
     pub const fn with_retry_after(mut self, retry_after: Duration) -> Self {
         self.retry_after = Some(retry_after);

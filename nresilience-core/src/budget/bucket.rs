@@ -13,9 +13,9 @@ const NANOS_PER_SECOND: u64 = 1_000_000_000;
 /// The token bucket behind a retry budget.
 ///
 /// Successful attempts deposit `fraction` tokens, a floor rate refills it regardless of
-/// traffic, and each retry withdraws one token. A new bucket starts full (B4). Every method
+/// traffic, and each retry withdraws one token. A new bucket starts full. Every method
 /// takes the current time from the caller, read *before* the call, so the bucket itself is
-/// arithmetic only: no clock read, no allocation, no logging (B6).
+/// arithmetic only: no clock read, no allocation, no logging.
 ///
 /// # Why lock-free
 ///
@@ -64,7 +64,7 @@ pub struct TokenBucket {
 }
 
 impl TokenBucket {
-    /// A full bucket (B4) with the given options, or the reason they cannot work.
+    /// A full bucket with the given options, or the reason they cannot work.
     pub fn new(options: BudgetOptions, now: Instant) -> Result<Self, InvalidBudget> {
         options.validate()?;
         Ok(Self::new_unchecked(options, now))
@@ -93,7 +93,7 @@ impl TokenBucket {
         }
     }
 
-    /// Adds `fraction` tokens for a successful attempt, up to the capacity (B1).
+    /// Adds `fraction` tokens for a successful attempt, up to the capacity.
     pub fn deposit(&self, now: Instant) {
         let add = self.accrue(now) + self.deposit;
         let capacity = self.capacity;
@@ -104,7 +104,7 @@ impl TokenBucket {
             });
     }
 
-    /// Takes one token for a retry if the criticality allows it (B5, B9).
+    /// Takes one token for a retry if the criticality allows it.
     ///
     /// `Normal` and `Critical` need one whole token; `Sheddable` needs one token plus half
     /// the capacity, so it always leaves half the bucket for work someone is waiting on.
@@ -124,7 +124,7 @@ impl TokenBucket {
         granted
     }
 
-    /// Gives back the token withdrawn for a retry that was then not sent (B13): its delay
+    /// Gives back the token withdrawn for a retry that was then not sent: its delay
     /// would have passed the deadline, its caller cancelled it, a breaker refused it. A token
     /// pays for a retry that goes out, never for one that does not. Up to the capacity.
     pub fn refund(&self) {
@@ -136,7 +136,7 @@ impl TokenBucket {
             });
     }
 
-    /// How long the floor needs to accrue the token a `Normal` retry is missing (B7).
+    /// How long the floor needs to accrue the token a `Normal` retry is missing.
     ///
     /// Refills first, so the hint is as of `now`. `Some(Duration::ZERO)` when a token is
     /// already there; `None` with a zero floor, where only successes refill the bucket and
@@ -163,7 +163,7 @@ impl TokenBucket {
     }
 
     /// The share of the bucket that is spent, from `0.0` (full) to `1.0` (empty: retries
-    /// are being refused) (B11).
+    /// are being refused).
     pub fn utilization(&self, now: Instant) -> f64 {
         1.0 - self.balance_units(now) as f64 / self.capacity as f64
     }

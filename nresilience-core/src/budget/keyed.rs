@@ -9,7 +9,7 @@ use super::{BudgetOptions, InvalidBudget, TokenBucket};
 pub const DEFAULT_MAX_KEYS: usize = 1024;
 
 /// A bucket per key, for an `Automatic` budget that funds each dependency from its own
-/// successes (B10): an HTTP client keys its calls by host, so a storm against one host cannot
+/// successes: an HTTP client keys its calls by host, so a storm against one host cannot
 /// spend the retries of another.
 ///
 /// Each key gets a bucket of its own, created full from the options the first time it is

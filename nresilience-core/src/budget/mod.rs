@@ -13,7 +13,7 @@
 //!
 //! let start = Instant::now();
 //! let bucket = TokenBucket::new(BudgetOptions::default(), start)?;
-//! assert_eq!(bucket.balance(start), 30.0); // starts full (B4)
+//! assert_eq!(bucket.balance(start), 30.0); // starts full
 //!
 //! while bucket.try_withdraw(start, Criticality::Normal) {}
 //! assert_eq!(bucket.utilization(start), 1.0); // retries are being refused

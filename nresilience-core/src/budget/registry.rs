@@ -11,7 +11,7 @@ fn registry() -> &'static Registry {
     SHARED.get_or_init(Registry::default)
 }
 
-/// The process-wide bucket called `name`, created with `options` on first use (SPEC B10).
+/// The process-wide bucket called `name`, created with `options` on first use.
 ///
 /// The first caller's options win: later callers get the same bucket whatever options they
 /// pass. Invalid options from the first caller are an error and register nothing.

@@ -5,7 +5,7 @@ use std::time::Duration;
 /// The classification of one attempt.
 ///
 /// `Transient` waits on the backoff's transient base, `Throttled` on its throttled base;
-/// a server `retry_after` on either replaces the curve verbatim (K13).
+/// a server `retry_after` on either replaces the curve verbatim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Verdict {
@@ -19,7 +19,7 @@ pub enum Verdict {
     /// A refusal by something that refills at its own pace: a 429, a limiter.
     Throttled {
         /// `true` when this process's own limiter or breaker refused the attempt: the
-        /// dependency never saw it, so it neither spends nor funds the budget (B8).
+        /// dependency never saw it, so it neither spends nor funds the budget.
         self_imposed: bool,
         /// Server pushback: how long the server asked the caller to wait.
         retry_after: Option<Duration>,
@@ -59,7 +59,8 @@ impl Verdict {
         matches!(self, Verdict::Transient { .. } | Verdict::Throttled { .. })
     }
 
-    /// Whether this process refused the attempt itself (B8).
+    /// Whether this process refused the attempt itself (its own rate limiter or circuit
+    /// breaker), so the dependency never saw it.
     pub const fn is_self_imposed(&self) -> bool {
         matches!(
             self,

@@ -23,7 +23,7 @@
 //!
 //! An attempt this limiter refuses never reached the dependency, so it says nothing about
 //! the dependency's health. The executor classifies it `Throttled { self_imposed: true }`
-//! and neither spends nor deposits budget for it (SPEC B8): charging it would let a burst
+//! and neither spends nor deposits budget for it: charging it would let a burst
 //! of self-throttling drain the capacity real transient failures need, exactly when a
 //! client is under load.
 //!

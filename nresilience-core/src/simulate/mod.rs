@@ -1,7 +1,7 @@
-//! The storm simulator: your policy against a modelled dependency on a virtual clock (SPEC S1,
-//! S2), measuring the load it puts on the dependency and the availability it buys.
+//! The storm simulator: your policy against a modelled dependency on a virtual clock,
+//! measuring the load it puts on the dependency and the availability it buys.
 //!
-//! The policy runs on the **shipping** executor, [`RetryPolicy::run`], unchanged: the budget,
+//! The policy runs on the **shipping** executor, [`RetryPolicy::execute`], unchanged: the budget,
 //! the backoff, the measured attempt ceiling and the classifier are the real ones. Four things
 //! are fake: the clock (a paused current-thread tokio runtime, which jumps to the next timer
 //! whenever every task waits), the random source (seeded; the policy's jitter through

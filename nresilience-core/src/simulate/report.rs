@@ -36,7 +36,7 @@ pub struct HopReport {
 /// What a simulation measured. The same seed gives the same report, to the last byte of its
 /// `Debug` and `Display` output and of every field.
 ///
-/// The ratios follow SPEC S1: [`load_multiplier`](Self::load_multiplier) is attempts reaching
+/// The ratios: [`load_multiplier`](Self::load_multiplier) is attempts reaching
 /// the dependency per call; `amplification` is the same ratio in the worst one-second bucket
 /// (attempts counted in the second they started, calls in the second they arrived);
 /// [`availability`](Self::availability) is succeeded / calls.
