@@ -29,6 +29,7 @@ pub fn now() -> Instant {
 
 /// `at + delay`, saturating far in the future instead of overflowing: a server may ask for
 /// any wait, and an uncapped curve may grow without bound.
+#[inline]
 pub(crate) fn after(at: Instant, delay: Duration) -> Instant {
     // Thirty years: past any deadline, and far from the end of `Instant`'s range.
     const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);

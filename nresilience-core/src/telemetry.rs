@@ -1,4 +1,4 @@
-//! Metric names and instruments (SPEC B12).
+//! Metric names and instruments.
 //!
 //! Recorded through the `opentelemetry` metrics API, which is a no-op until the application
 //! installs a meter provider. Instruments are taken from the global provider when a policy is
@@ -6,6 +6,9 @@
 
 use opentelemetry::metrics::{Counter, Gauge, Histogram};
 use opentelemetry::{global, KeyValue, StringValue};
+
+use crate::executor::error::StopReason;
+use crate::executor::verdict::Verdict;
 
 /// Counter of calls, tagged with policy and outcome.
 pub const CALLS: &str = "nresilience.calls";
@@ -34,6 +37,11 @@ pub const REASON: &str = "nresilience.reason";
 /// Tag: where a nested retry's context came from (`header`, `in_process`).
 pub const SOURCE: &str = "nresilience.source";
 
+/// The verdict tag of a successful attempt.
+const OK: &str = Verdict::Success.as_str();
+/// The outcome tag of a successful call.
+const SUCCEEDED: &str = StopReason::Succeeded.as_str();
+
 /// The instruments a policy records into, taken from the global meter provider.
 #[derive(Debug, Clone)]
 pub(crate) struct Instruments {
@@ -45,12 +53,25 @@ pub(crate) struct Instruments {
     pub(crate) attempt_duration: Histogram<f64>,
     pub(crate) nested_retries: Counter<u64>,
     pub(crate) utilization: Gauge<f64>,
+    /// The tags of a successful attempt and call, made once: building and dropping them on
+    /// every call would cost more than the recordings they go to when no provider listens.
+    ok_attempt: [KeyValue; 2],
+    succeeded_call: [KeyValue; 2],
 }
 
 impl Instruments {
     pub(crate) fn new(policy: StringValue) -> Self {
         let meter = global::meter("nresilience");
+        let tag = |key: &'static str, value: &'static str| {
+            [
+                KeyValue::new(POLICY, policy.clone()),
+                KeyValue::new(key, value),
+            ]
+        };
+        let (ok_attempt, succeeded_call) = (tag(VERDICT, OK), tag(OUTCOME, SUCCEEDED));
         Self {
+            ok_attempt,
+            succeeded_call,
             policy,
             calls: meter
                 .u64_counter(CALLS)
@@ -93,15 +114,19 @@ impl Instruments {
     }
 
     pub(crate) fn attempt(&self, verdict: &'static str, seconds: f64) {
-        let tags = self.tag(VERDICT, verdict);
-        self.attempts.add(1, &tags);
-        self.attempt_duration.record(seconds, &tags);
+        let (count, time) = (&self.attempts, &self.attempt_duration);
+        match verdict {
+            OK => count_and_time(count, time, &self.ok_attempt, seconds),
+            _ => count_and_time(count, time, &self.tag(VERDICT, verdict), seconds),
+        }
     }
 
     pub(crate) fn call(&self, outcome: &'static str, seconds: f64) {
-        let tags = self.tag(OUTCOME, outcome);
-        self.calls.add(1, &tags);
-        self.call_duration.record(seconds, &tags);
+        let (count, time) = (&self.calls, &self.call_duration);
+        match outcome {
+            SUCCEEDED => count_and_time(count, time, &self.succeeded_call, seconds),
+            _ => count_and_time(count, time, &self.tag(OUTCOME, outcome), seconds),
+        }
     }
 
     pub(crate) fn rejection(&self, reason: &'static str) {
@@ -116,4 +141,9 @@ impl Instruments {
         self.utilization
             .record(utilization, &[KeyValue::new(POLICY, self.policy.clone())]);
     }
+}
+
+fn count_and_time(count: &Counter<u64>, time: &Histogram<f64>, tags: &[KeyValue], seconds: f64) {
+    count.add(1, tags);
+    time.record(seconds, tags);
 }

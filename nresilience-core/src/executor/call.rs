@@ -318,7 +318,7 @@ impl<E> Call<E> {
 
     /// What to do next, at `now`: at the start and after every [`Step::Sleep`].
     ///
-    /// Admits the next attempt if the breaker and limiter let it go (B8, G1): an open
+    /// Admits the next attempt if the breaker and limiter let it go: an open
     /// breaker refuses the call — after the rejection pause, a [`Step::Sleep`] — while a
     /// limiter refusal is a self-imposed throttle that waits for the limiter and tries again.
     ///
@@ -335,8 +335,11 @@ impl<E> Call<E> {
         }
     }
 
-    /// Reports the attempt's result and its verdict at `now`, and decides what follows, in
-    /// the order of SPEC E6.
+    /// Reports the attempt's result and its verdict at `now`, and decides what follows. In
+    /// order: a success ends the call, a permanent verdict stops it, then come the attempts
+    /// left, the deadline, the budget (a self-imposed throttle is not charged to it), and
+    /// whether the delay before the retry, plus a typical attempt, still fits before the
+    /// deadline.
     ///
     /// When the call stops on a value the classifier did not accept (attempts used up, or a
     /// permanent verdict), that value is the call's `Ok` answer: the caller gets the last
@@ -453,6 +456,7 @@ impl<E> Call<E> {
         duration
     }
 
+    #[inline]
     fn settle_permit(&mut self, outcome: BreakerOutcome, now: Instant) {
         if let (Some(permit), Some(breaker)) = (self.permit.take(), self.policy.circuit_breaker()) {
             breaker.record(permit, outcome, now);
@@ -574,6 +578,7 @@ impl<E> Call<E> {
         Step::Done(Err(self.error(stop, Some(rejected))))
     }
 
+    #[inline]
     fn return_token(&mut self) {
         if std::mem::take(&mut self.token) {
             if let Some(bucket) = &self.bucket {

@@ -39,6 +39,23 @@ struct Windows {
     measured: Option<LatencyWindow>,
 }
 
+impl Windows {
+    /// Made once, by the first instant the estimate sees: kept out of line, off the path
+    /// every later attempt takes.
+    #[cold]
+    #[inline(never)]
+    fn new(ceiling: Option<AttemptCeiling>, measured: Option<MeasuredBase>, now: Instant) -> Self {
+        Self {
+            origin: now,
+            ceiling: ceiling
+                .map(|c| LatencyWindow::new(c.window, now).with_minimum_samples(c.minimum_samples)),
+            measured: measured.map(|m| {
+                LatencyWindow::new(m.window(), now).with_minimum_samples(m.minimum_samples())
+            }),
+        }
+    }
+}
+
 impl Estimates {
     pub(crate) fn new(
         ceiling: Option<AttemptCeiling>,
@@ -58,16 +75,11 @@ impl Estimates {
         })
     }
 
+    #[inline]
     fn windows(&mut self, now: Instant) -> &mut Windows {
         let (ceiling, measured) = (self.ceiling, self.measured);
-        self.windows.get_or_insert_with(|| Windows {
-            origin: now,
-            ceiling: ceiling
-                .map(|c| LatencyWindow::new(c.window, now).with_minimum_samples(c.minimum_samples)),
-            measured: measured.map(|m| {
-                LatencyWindow::new(m.window(), now).with_minimum_samples(m.minimum_samples())
-            }),
-        })
+        self.windows
+            .get_or_insert_with(|| Windows::new(ceiling, measured, now))
     }
 
     pub(crate) fn record(&mut self, duration: Duration, now: Instant) {

@@ -55,7 +55,7 @@ use crate::telemetry::Instruments;
 /// A retry policy. Cheap to clone; clones share the policy's buckets and latency estimate.
 ///
 /// Two policies built separately never share an `Automatic` bucket, even from the same
-/// settings (B10). Equality compares the settings only: a bucket created lazily by the
+/// settings. Equality compares the settings only: a bucket created lazily by the
 /// first call does not change it.
 #[derive(Clone)]
 pub struct RetryPolicy {
@@ -169,6 +169,7 @@ impl RetryPolicy {
     ///
     /// For `Automatic` this bucket is private to this policy and its clones; for `Shared` it
     /// is the process-wide bucket of that name.
+    #[inline]
     pub fn bucket(&self, now: Instant) -> Option<&Arc<TokenBucket>> {
         self.inner
             .buckets
@@ -281,7 +282,7 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// A builder holding this policy's settings, whose `build` keeps this policy's state: a
     /// configuration reload that leaves the budget alone keeps its bucket and its traffic
-    /// history (B10), and one that leaves the ceiling and measured base alone keeps the
+    /// history, and one that leaves the ceiling and measured base alone keeps the
     /// latency estimate.
     ///
     /// ```
@@ -301,7 +302,7 @@ impl RetryPolicy {
 
     /// A builder holding this policy's settings and none of its state: its `build` makes a
     /// policy with new buckets and an empty latency estimate, as if built from the same
-    /// settings anew (B10: two policies from one preset do not share a bucket).
+    /// settings anew (two policies from one preset do not share a bucket).
     ///
     /// ```
     /// use std::sync::Arc;
