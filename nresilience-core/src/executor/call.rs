@@ -88,6 +88,12 @@ use crate::executor::verdict::Verdict;
 use crate::guards::breaker::{BreakerOutcome, BreakerPermit};
 use crate::nesting::{self, NestingSource};
 
+/// The clock the library reads, now in [`clock`](crate::clock).
+#[deprecated(note = "use `nresilience_core::clock::now`")]
+pub fn now() -> Instant {
+    clock::now()
+}
+
 /// The outcome tag of a call whose caller dropped it before it stopped.
 const CANCELLED: &str = "cancelled";
 

@@ -1,5 +1,5 @@
 //! Runs a simulation: a current-thread tokio runtime with paused time, one task per call,
-//! the shipping [`RetryPolicy::run`] in each, and a modelled dependency behind the attempts.
+//! the shipping [`RetryPolicy::execute`] in each, and a modelled dependency behind the attempts.
 
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
@@ -300,7 +300,7 @@ impl World {
         let hops = policies.iter().map(|_| HopTally::default()).collect();
         // A fleet simulates every client; a chain's load may stand for peers that are not.
         let peers = match setup.shape {
-            Shape::Chain => setup.loads.first().map_or(1, Load::get_peers),
+            Shape::Chain => setup.loads.first().map_or(1, |load| load.peers),
             Shape::Fleet => 1,
         };
         Self {

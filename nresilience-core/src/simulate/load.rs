@@ -9,13 +9,16 @@ use super::InvalidSimulation;
 /// use nresilience_core::simulate::Load;
 ///
 /// let load = Load::constant(500.0).peers(50);
-/// assert_eq!(load.per_second(), 500.0);
-/// assert_eq!(load.get_peers(), 50);
+/// assert_eq!(load.per_second, 500.0);
+/// assert_eq!(load.peers, 50);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Load {
-    per_second: f64,
-    peers: u32,
+    /// The mean rate, calls per second.
+    pub per_second: f64,
+    /// How many processes, this one included, offer the same load to the same dependency.
+    pub peers: u32,
 }
 
 impl Load {
@@ -43,6 +46,7 @@ impl Load {
     }
 
     /// How many processes offer this load.
+    #[deprecated(note = "read the field: `load.peers`")]
     pub const fn get_peers(&self) -> u32 {
         self.peers
     }

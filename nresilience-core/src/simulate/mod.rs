@@ -213,7 +213,7 @@ impl Simulation {
                             .to_owned(),
                     ));
                 }
-                if self.fleet_loads.iter().any(|load| load.get_peers() != 1) {
+                if self.fleet_loads.iter().any(|load| load.peers != 1) {
                     return Err(InvalidSimulation::new(
                         "every fleet member is simulated: add members instead of peers".to_owned(),
                     ));
