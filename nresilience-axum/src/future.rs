@@ -4,18 +4,26 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use http::header::{HeaderValue, RETRY_AFTER};
+use http::Response;
+use nresilience_core::chain::{
+    self, Learned, LearningFuture, OVERLOADED_HEADER, OVERLOADED_VALUE, RETRIED_HEADER,
+};
 use nresilience_core::nesting::NestingSource;
 use pin_project_lite::pin_project;
 use tokio::task::futures::TaskLocalFuture;
 
+use crate::call_failed::whole_seconds;
+
 pin_project! {
     /// Response future of [`NestedRetry`](crate::NestedRetry): the inner service's future, run
-    /// inside the nesting context when the request was marked.
+    /// inside the nesting context when the request was marked, and learning how the calls
+    /// it makes end, so that a `5xx` answer carries the chain's signal.
     #[derive(Debug)]
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<F> {
         #[pin]
-        kind: Kind<F>,
+        learning: LearningFuture<Kind<F>>,
     }
 }
 
@@ -28,27 +36,70 @@ pin_project! {
     }
 }
 
-impl<F> ResponseFuture<F> {
+impl<F: Future> ResponseFuture<F> {
     pub(crate) fn marked(future: TaskLocalFuture<NestingSource, F>) -> Self {
         ResponseFuture {
-            kind: Kind::Marked { future },
+            learning: chain::learning(Kind::Marked { future }),
         }
     }
 
     pub(crate) fn unmarked(future: F) -> Self {
         ResponseFuture {
-            kind: Kind::Unmarked { future },
+            learning: chain::learning(Kind::Unmarked { future }),
         }
     }
 }
 
-impl<F: Future> Future for ResponseFuture<F> {
+impl<F: Future> Future for Kind<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().kind.project() {
+        match self.project() {
             KindProj::Marked { future } => future.poll(cx),
             KindProj::Unmarked { future } => future.poll(cx),
         }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut learning = self.project().learning;
+        let mut output = std::task::ready!(learning.as_mut().poll(cx));
+        if let Ok(response) = &mut output {
+            if response.status().is_server_error() {
+                if let Some(learned) = learning.take_value() {
+                    stamp(response, &learned);
+                }
+            }
+        }
+        Poll::Ready(output)
+    }
+}
+
+/// Puts on a `5xx` answer the signal of how the calls made while serving it failed, unless
+/// the handler set one itself: the overload signal (with `Retry-After` from the refusal's
+/// hint) when one was refused for overload, else the retried signal.
+fn stamp<B>(response: &mut Response<B>, learned: &Learned) {
+    let headers = response.headers_mut();
+    if headers.contains_key(OVERLOADED_HEADER) || headers.contains_key(RETRIED_HEADER) {
+        return;
+    }
+    if learned.overloaded() {
+        headers.insert(
+            OVERLOADED_HEADER,
+            HeaderValue::from_static(OVERLOADED_VALUE),
+        );
+        if let Some(retry_after) = learned.retry_after() {
+            headers
+                .entry(RETRY_AFTER)
+                .or_insert_with(|| whole_seconds(retry_after));
+        }
+    } else if let Some(attempts) = learned.retried() {
+        headers.insert(RETRIED_HEADER, HeaderValue::from(attempts));
     }
 }

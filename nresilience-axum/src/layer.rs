@@ -2,7 +2,7 @@
 
 use std::task::{Context, Poll};
 
-use http::Request;
+use http::{Request, Response};
 use nresilience_core::nesting::{self, NestingSource};
 use tower::{Layer, Service};
 
@@ -93,9 +93,9 @@ impl<S> NestedRetry<S> {
     }
 }
 
-impl<S, B> Service<Request<B>> for NestedRetry<S>
+impl<S, B, ResB> Service<Request<B>> for NestedRetry<S>
 where
-    S: Service<Request<B>>,
+    S: Service<Request<B>, Response = Response<ResB>>,
 {
     type Response = S::Response;
     type Error = S::Error;

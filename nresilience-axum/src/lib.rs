@@ -90,10 +90,12 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod call_failed;
 pub mod future;
 mod layer;
 mod marker;
 
+pub use call_failed::CallFailed;
 pub use layer::{NestedRetry, NestedRetryLayer};
 pub use marker::RetryMarker;
 /// The nesting context this layer sets: re-exported from `nresilience-core`.

@@ -7,7 +7,7 @@ use std::future::{ready, Future};
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use http::Request;
+use http::{Request, Response};
 use nresilience_axum::{nesting, NestedRetryLayer};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use tower::{service_fn, Layer, Service};
@@ -29,7 +29,7 @@ fn allocations<S: Service<Request<()>>>(service: &mut S, request: Request<()>) -
 
 #[test]
 fn n4_unmarked_request_costs_no_allocation_and_a_marked_one_only_its_extension() {
-    let inner = service_fn(|_: Request<()>| ready(Ok::<_, Infallible>(())));
+    let inner = service_fn(|_: Request<()>| ready(Ok::<_, Infallible>(Response::new(()))));
     let unmarked = || {
         Request::get("/")
             .header("accept", "*/*")

@@ -15,7 +15,14 @@
 //! | `503` without one (absent or garbage) | `Transient { retry_after: None }` | yes, on the transient curve | no |
 //! | any other `5xx` | `Transient { retry_after }` | yes | no |
 //! | every other status: `1xx`, `2xx`, `3xx`, `4xx` but `408`/`429` | `Success` | no: returned to the caller | yes |
+//! | a retryable status with `x-nresilience-overloaded: 1` | `Overloaded` | no: returned to the caller | no |
+//! | a `5xx` with `x-nresilience-retried: N` | `RetriedBelow` | no: returned to the caller | no |
 //!
+//! The last two rows are the chain's signals ([`nresilience_core::chain`]): the hop answering
+//! has refused its own call for overload, or has retried already, and retrying it again
+//! would multiply the load. Each can be turned off per client
+//! ([`HttpClassifier::overload_signal`], [`HttpClassifier::retried_signal`]), and then the
+//! answer is classified by its status alone.
 //! `retry_after` is the first valid `Retry-After` header ([`retry_after`]), or `None`.
 //! Pushback replaces the backoff curve verbatim, capped only by the backoff cap and the time
 //! left; pushback at least as long as the time left ends the call at once with
@@ -56,6 +63,7 @@
 use std::time::SystemTime;
 
 use http::{HeaderMap, Response, StatusCode};
+use nresilience_core::chain::{overloaded, retried, single, OVERLOADED_HEADER, RETRIED_HEADER};
 use nresilience_core::{Classify, Verdict};
 
 use crate::retry_after::retry_after;
@@ -66,20 +74,73 @@ use crate::retry_after::retry_after;
 /// with `SystemTime::now()` as the time an HTTP-date `Retry-After` is measured from. The
 /// wall clock is read only for a retryable status, never for a success. Tests that need a
 /// fixed time call [`classify_status`] directly.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HttpClassifier;
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpClassifier {
+    overload_signal: bool,
+    retried_signal: bool,
+}
 
 impl HttpClassifier {
-    /// The classifier; it has no settings.
+    /// The classifier, honouring both chain signals.
     pub const fn new() -> Self {
-        HttpClassifier
+        HttpClassifier {
+            overload_signal: true,
+            retried_signal: true,
+        }
+    }
+
+    /// Whether an answer with `x-nresilience-overloaded: 1` ends the call with that answer
+    /// (`Overloaded`). Defaults to `true`; `false` classifies it by its status alone.
+    pub const fn overload_signal(mut self, honour: bool) -> Self {
+        self.overload_signal = honour;
+        self
+    }
+
+    /// Whether a `5xx` with `x-nresilience-retried: N` ends the call with that answer
+    /// (`RetriedBelow`). Defaults to `true`; `false` classifies it by its status alone.
+    pub const fn retried_signal(mut self, honour: bool) -> Self {
+        self.retried_signal = honour;
+        self
+    }
+
+    /// The verdict on a response with `status` and `headers`, by the table in the
+    /// [module docs](self), with this classifier's choice of signals. `now` is the time an
+    /// HTTP-date `Retry-After` is measured from; it is called only for a retryable status.
+    pub fn classify_response(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        now: impl FnOnce() -> SystemTime,
+    ) -> Verdict {
+        if !is_retryable_status(status) {
+            return Verdict::Success;
+        }
+        let signal = |name: &str| single(headers.get_all(name).iter().map(|v| v.as_bytes()));
+        if self.overload_signal && signal(OVERLOADED_HEADER).is_some_and(overloaded) {
+            return Verdict::Overloaded;
+        }
+        if self.retried_signal
+            && status.is_server_error()
+            && signal(RETRIED_HEADER).and_then(retried).is_some()
+        {
+            return Verdict::RetriedBelow;
+        }
+        classify_by_status(status, headers, now)
+    }
+}
+
+impl Default for HttpClassifier {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
 impl<B, E> Classify<Result<Response<B>, E>> for HttpClassifier {
     fn classify(&self, result: &Result<Response<B>, E>) -> Verdict {
         match result {
-            Ok(response) => classify_with(response.status(), response.headers(), SystemTime::now),
+            Ok(response) => {
+                self.classify_response(response.status(), response.headers(), SystemTime::now)
+            }
             Err(_) => Verdict::TRANSIENT,
         }
     }
@@ -91,7 +152,7 @@ impl<B, E> Classify<Result<Response<B>, E>> for HttpClassifier {
 /// `now` is the time an HTTP-date `Retry-After` is measured from. Headers are read only
 /// for a retryable status.
 pub fn classify_status(status: StatusCode, headers: &HeaderMap, now: SystemTime) -> Verdict {
-    classify_with(status, headers, || now)
+    HttpClassifier::new().classify_response(status, headers, || now)
 }
 
 /// Whether `status` alone makes an attempt retryable: `408`, `429` and every `5xx`.
@@ -103,14 +164,12 @@ pub const fn is_retryable_status(status: StatusCode) -> bool {
     matches!(status.as_u16(), 408 | 429 | 500..=599)
 }
 
-fn classify_with(
+/// A retryable status's verdict when no chain signal decides it.
+fn classify_by_status(
     status: StatusCode,
     headers: &HeaderMap,
     now: impl FnOnce() -> SystemTime,
 ) -> Verdict {
-    if !is_retryable_status(status) {
-        return Verdict::Success;
-    }
     let pushback = retry_after(headers, now());
     match status {
         StatusCode::TOO_MANY_REQUESTS => Verdict::Throttled {
@@ -166,7 +225,7 @@ mod tests {
     fn h1_connect_and_io_errors_are_transient() {
         let reset: Result<Response<()>, io::Error> = Err(io::ErrorKind::ConnectionReset.into());
         let refused: Result<Response<String>, &str> = Err("connection refused");
-        assert_eq!(HttpClassifier.classify(&reset), Verdict::TRANSIENT);
+        assert_eq!(HttpClassifier::new().classify(&reset), Verdict::TRANSIENT);
         assert_eq!(HttpClassifier::new().classify(&refused), Verdict::TRANSIENT);
     }
 
@@ -327,7 +386,7 @@ mod tests {
             }
             Ok::<_, io::Error>(builder.body(()).unwrap())
         };
-        let classifier = HttpClassifier;
+        let classifier = HttpClassifier::new();
         assert_eq!(
             classifier.classify(&response(StatusCode::OK, None)),
             Verdict::Success
@@ -354,7 +413,7 @@ mod tests {
             .header(RETRY_AFTER, in_an_hour)
             .body(())
             .unwrap();
-        let verdict = HttpClassifier.classify(&Ok::<_, io::Error>(response));
+        let verdict = HttpClassifier::new().classify(&Ok::<_, io::Error>(response));
         let pushback = verdict.retry_after().unwrap();
         assert!(
             pushback > Duration::from_secs(3590) && pushback <= Duration::from_secs(3600),

@@ -58,7 +58,7 @@ impl RetryLayer {
                 retry_non_idempotent: false,
                 max_buffered_body: DEFAULT_MAX_BUFFERED_BODY,
             }),
-            classifier: HttpClassifier,
+            classifier: HttpClassifier::new(),
         }
     }
 }

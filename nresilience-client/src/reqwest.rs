@@ -59,7 +59,7 @@ use pin_project_lite::pin_project;
 use reqwest_middleware::{Middleware, Next};
 use tracing::{Instrument, Span};
 
-use crate::classify::{classify_status, is_retryable_status};
+use crate::classify::HttpClassifier;
 use crate::layer::Retryable;
 use crate::request::{carries_marker, host_key, is_idempotent, MARKED, MARKER};
 use crate::telemetry;
@@ -87,16 +87,25 @@ pub fn retry_error(error: &reqwest_middleware::Error) -> Option<&Error> {
 pub struct RetryMiddleware {
     policy: RetryPolicy,
     retry_non_idempotent: bool,
+    classifier: HttpClassifier,
 }
 
 impl RetryMiddleware {
     /// A middleware retrying under `policy`, classifying responses as
-    /// [`HttpClassifier`](crate::HttpClassifier) does.
+    /// [`HttpClassifier`] does.
     pub fn new(policy: RetryPolicy) -> Self {
         Self {
             policy,
             retry_non_idempotent: false,
+            classifier: HttpClassifier::new(),
         }
+    }
+
+    /// Classifies responses with `classifier`: [`HttpClassifier::new`] with a chain signal
+    /// turned off, say. Errors are classified by what they are, whatever the classifier.
+    pub fn classifier(mut self, classifier: HttpClassifier) -> Self {
+        self.classifier = classifier;
+        self
     }
 
     /// Retries POST, PATCH and other non-idempotent methods too; a [`Retryable`]
@@ -160,6 +169,7 @@ impl Middleware for RetryMiddleware {
         let call = Call::start(&self.policy, clock::now(), options);
         let attempts = Attempts {
             call,
+            classifier: self.classifier,
             first: Some(request),
             template,
             extensions,
@@ -214,6 +224,7 @@ fn authority(url: &Url) -> &str {
 /// One call's attempts: the request of the first, and what a retry is cloned from.
 struct Attempts<'a, 'e> {
     call: Call<reqwest_middleware::Error>,
+    classifier: HttpClassifier,
     first: Option<Request>,
     template: Option<Request>,
     extensions: &'e mut Extensions,
@@ -257,7 +268,7 @@ impl Attempts<'_, '_> {
         };
         match result {
             Some(result) => {
-                let verdict = classify(&result);
+                let verdict = classify(&self.classifier, &result);
                 let status = result.as_ref().ok().map(Response::status);
                 telemetry::record_result(&span, status, &verdict);
                 self.call.attempted(result, verdict, clock::now())
@@ -275,13 +286,12 @@ impl Attempts<'_, '_> {
 /// A request reqwest could not build and a redirect loop are `Permanent`: sending it again
 /// cannot fix them. Every other error — connect, I/O, timeout, or an error from a middleware
 /// behind this one — is transient, as in the tower layer.
-fn classify(result: &reqwest_middleware::Result<Response>) -> Verdict {
+fn classify(classifier: &HttpClassifier, result: &reqwest_middleware::Result<Response>) -> Verdict {
     match result {
         // The wall clock is read only for a retryable status, never on the success path.
-        Ok(response) if is_retryable_status(response.status()) => {
-            classify_status(response.status(), response.headers(), SystemTime::now())
+        Ok(response) => {
+            classifier.classify_response(response.status(), response.headers(), SystemTime::now)
         }
-        Ok(_) => Verdict::Success,
         Err(reqwest_middleware::Error::Reqwest(error))
             if error.is_builder() || error.is_redirect() =>
         {

@@ -23,6 +23,7 @@
 
 pub mod backoff;
 pub mod budget;
+pub mod chain;
 pub mod clock;
 mod criticality;
 mod executor;

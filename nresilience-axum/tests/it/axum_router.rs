@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::body::{to_bytes, Body};
 use axum::extract::Extension;
-use axum::http::{HeaderMap, HeaderValue, Request, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
@@ -131,17 +131,17 @@ async fn n4_marker_extension_carries_the_context_into_a_spawned_task() {
 async fn n4_context_covers_the_synchronous_call_and_ends_with_the_request() {
     let inner = service_fn(|_: Request<Body>| {
         let at_call = nesting::current();
-        async move { Ok::<_, Infallible>((at_call, nesting::current())) }
+        async move { Ok::<_, Infallible>(Response::new((at_call, nesting::current()))) }
     });
     let mut service = NestedRetry::new(inner);
 
     let response = service.ready().await.unwrap().call(request(&[b"1"])).await;
     let header = Some(NestingSource::Header);
-    assert_eq!(response, Ok((header, header)));
+    assert_eq!(response.map(Response::into_body), Ok((header, header)));
     assert_eq!(nesting::current(), None);
 
     let response = service.ready().await.unwrap().call(request(&[])).await;
-    assert_eq!(response, Ok((None, None)));
+    assert_eq!(response.map(Response::into_body), Ok((None, None)));
 }
 
 #[tokio::test]
@@ -184,16 +184,17 @@ async fn n4_inner_error_passes_through_unchanged() {
     struct Refused(&'static str);
 
     for markers in [&[][..], &[&b"1"[..]]] {
-        let inner = service_fn(|_: Request<Body>| async { Err::<(), _>(Refused("inner")) });
+        let inner =
+            service_fn(|_: Request<Body>| async { Err::<Response<()>, _>(Refused("inner")) });
         let result = NestedRetry::new(inner).oneshot(request(markers)).await;
-        assert_eq!(result, Err(Refused("inner")));
+        assert_eq!(result.map(Response::into_body), Err(Refused("inner")));
     }
 }
 
 #[test]
 fn n4_malformed_marker_emits_one_debug_event_per_value_and_no_other_marker_does() {
     let events = Events::default();
-    let inner = service_fn(|_: Request<Body>| async { Ok::<_, Infallible>(()) });
+    let inner = service_fn(|_: Request<Body>| async { Ok::<_, Infallible>(Response::new(())) });
     let mut service = NestedRetry::new(inner);
 
     events.record(|| {

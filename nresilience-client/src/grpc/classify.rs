@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use http::{HeaderMap, Response, StatusCode};
+use nresilience_core::chain::{overloaded, retried, single, OVERLOADED_HEADER, RETRIED_HEADER};
 use nresilience_core::{Classify, Verdict};
 use tonic::Code;
 
@@ -42,6 +43,24 @@ impl<B, E> Classify<Result<Response<B>, E>> for GrpcClassifier {
 /// already the caller's — and any other HTTP status is read as the gRPC spec maps it.
 /// Nothing a peer sends makes it panic.
 pub fn classify_grpc(status: StatusCode, headers: &HeaderMap) -> Verdict {
+    let verdict = classify_code(status, headers);
+    if verdict == Verdict::Success {
+        return verdict;
+    }
+    // The chain's signals, as metadata: the hop refused its own call for overload, or
+    // retried already; either way this call does not retry onto it.
+    let signal = |name: &str| single(headers.get_all(name).iter().map(|v| v.as_bytes()));
+    if signal(OVERLOADED_HEADER).is_some_and(overloaded) {
+        return Verdict::Overloaded;
+    }
+    if signal(RETRIED_HEADER).and_then(retried).is_some() {
+        return Verdict::RetriedBelow;
+    }
+    verdict
+}
+
+/// The verdict by `grpc-status` (or the HTTP status without one) and pushback alone.
+fn classify_code(status: StatusCode, headers: &HeaderMap) -> Verdict {
     let Some(code) = headers.get(GRPC_STATUS) else {
         return match status.as_u16() {
             200 => Verdict::Success,

@@ -22,12 +22,17 @@ pub mod suite;
 /// A scripted status with an optional `Retry-After` value, and how long to wait before it.
 pub type Answer = (u16, Option<String>, Duration);
 
+/// Headers a scripted answer carries besides `Retry-After`, by the answer's place in the
+/// script: what an upstream hop sends to signal the chain.
+pub type Signals = Vec<(&'static str, &'static str)>;
+
 /// What the server answers, one scripted response per request, then 200.
 #[derive(Clone, Default)]
 pub struct Script {
     pub answers: Arc<Mutex<VecDeque<Answer>>>,
     pub markers: Arc<Mutex<Vec<Vec<String>>>>,
     pub bodies: Arc<Mutex<Vec<Bytes>>>,
+    pub signals: Arc<Mutex<VecDeque<Signals>>>,
 }
 
 impl Script {
@@ -49,10 +54,16 @@ async fn answer(State(script): State<Script>, headers: HeaderMap, body: Bytes) -
         .collect();
     script.markers.lock().unwrap().push(markers);
     let next = script.answers.lock().unwrap().pop_front();
+    let signals = script.signals.lock().unwrap().pop_front();
     match next {
         Some((status, retry_after, delay)) => {
             tokio::time::sleep(delay).await;
             let mut response = StatusCode::from_u16(status).unwrap().into_response();
+            for (name, value) in signals.unwrap_or_default() {
+                response
+                    .headers_mut()
+                    .append(name, HeaderValue::from_static(value));
+            }
             if let Some(value) = retry_after {
                 response
                     .headers_mut()
@@ -81,6 +92,14 @@ pub fn server(answers: &[(u16, Option<&str>)]) -> (SocketAddr, Script) {
         .map(|(s, r)| (*s, r.map(str::to_owned), Duration::ZERO))
         .collect();
     slow_server(answers)
+}
+
+/// Starts a server answering each status with its headers, in order (then 200s).
+pub fn signalling_server(answers: &[(u16, Signals)]) -> (SocketAddr, Script) {
+    let (addr, script) = server(&answers.iter().map(|(s, _)| (*s, None)).collect::<Vec<_>>());
+    let signals = answers.iter().map(|(_, signals)| signals.clone());
+    script.signals.lock().unwrap().extend(signals);
+    (addr, script)
 }
 
 pub fn slow_server(answers: Vec<Answer>) -> (SocketAddr, Script) {

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::driver::{inbound, Driver, NestingProbe, Outbound, Setup};
 use super::spans::Spans;
-use super::{marked, policy, server, slow_server, unmarked, Script};
+use super::{marked, policy, server, signalling_server, slow_server, unmarked, Script};
 
 /// One `#[tokio::test]` per behaviour of the suite, each run by `$driver`.
 macro_rules! behaviour_suite {
@@ -41,6 +41,9 @@ macro_rules! behaviour_suite {
             n5_a_retrying_call_runs_in_a_retrying_context_and_a_single_attempt_does_not,
             n5_a_retrying_call_inside_a_retrying_context_is_reported_once,
             n5_a_request_already_marked_is_reported_once_as_nested_from_the_header,
+            c1_an_overloaded_answer_is_returned_at_once,
+            c6_a_5xx_retried_below_is_returned_at_once,
+            c1_c6_a_repeated_or_garbled_signal_is_no_signal,
         );
         $crate::support::suite::behaviour_suite!(@each $driver, tokio::test;
             h2_retry_after_past_the_deadline_stops_at_once,
@@ -369,4 +372,39 @@ pub async fn n5_a_request_already_marked_is_reported_once_as_nested_from_the_hea
     let target = addr.to_string();
     assert_eq!(nested[0].field("nresilience.target"), Some(target.as_str()));
     assert_eq!(script.markers(), marked(4), "never stamped twice");
+}
+
+pub async fn c1_an_overloaded_answer_is_returned_at_once<D: Driver>() {
+    let overloaded = vec![("x-nresilience-overloaded", "1"), ("retry-after", "2")];
+    let (addr, script) = signalling_server(&[(503, overloaded)]);
+    let reply = D::new(policy()).send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(reply.status, 503);
+    assert_eq!(reply.headers["x-nresilience-overloaded"], "1");
+    assert_eq!(
+        script.requests(),
+        1,
+        "not retried, not even after Retry-After"
+    );
+}
+
+pub async fn c6_a_5xx_retried_below_is_returned_at_once<D: Driver>() {
+    let (addr, script) = signalling_server(&[(502, vec![("x-nresilience-retried", "4")])]);
+    let reply = D::new(policy()).send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(reply.status, 502);
+    assert_eq!(script.requests(), 1);
+}
+
+pub async fn c1_c6_a_repeated_or_garbled_signal_is_no_signal<D: Driver>() {
+    let twice = vec![
+        ("x-nresilience-overloaded", "1"),
+        ("x-nresilience-overloaded", "1"),
+    ];
+    let garbled = vec![("x-nresilience-retried", "-4")];
+    let (addr, script) = signalling_server(&[(503, twice), (502, garbled)]);
+    let reply = D::new(policy()).send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(
+        reply.status, 200,
+        "both retried as plain 5xx, then answered"
+    );
+    assert_eq!(script.requests(), 3);
 }

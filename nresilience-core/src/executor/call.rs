@@ -81,6 +81,7 @@ use tracing::{field, Level, Span};
 
 use crate::backoff::{NextAttempt, RetryKind};
 use crate::budget::TokenBucket;
+use crate::chain::learned as chain;
 use crate::clock;
 use crate::executor::error::{CallRejected, LastAttempt, RejectReason, RetryError, StopReason};
 use crate::executor::policy::{Estimate, RetryPolicy};
@@ -455,8 +456,10 @@ impl<E> Call<E> {
         // defending itself, a permanent failure is the caller's own (G2).
         let outcome = match verdict {
             Verdict::Success => BreakerOutcome::Success,
-            Verdict::Transient { .. } => BreakerOutcome::Failure,
-            Verdict::Throttled { .. } | Verdict::Permanent => BreakerOutcome::Ignored,
+            Verdict::Transient { .. } | Verdict::RetriedBelow => BreakerOutcome::Failure,
+            Verdict::Throttled { .. } | Verdict::Permanent | Verdict::Overloaded => {
+                BreakerOutcome::Ignored
+            }
         };
         self.settle_permit(outcome, now);
         duration
@@ -479,8 +482,11 @@ impl<E> Call<E> {
             self.policy.record_success(duration, now);
             return Decision::Stop(StopReason::Succeeded);
         }
-        if !verdict.is_retryable() {
-            return Decision::Stop(StopReason::Permanent);
+        match verdict {
+            Verdict::Overloaded => return Decision::Stop(StopReason::Overloaded),
+            Verdict::RetriedBelow => return Decision::Stop(StopReason::RetriedBelow),
+            _ if !verdict.is_retryable() => return Decision::Stop(StopReason::Permanent),
+            _ => {}
         }
         if self.attempts >= self.max_attempts {
             return Decision::Stop(StopReason::AttemptsExhausted);
@@ -579,6 +585,7 @@ impl<E> Call<E> {
                 .and_then(|breaker| breaker.retry_after(now)),
         };
         let stop = reason.stop_reason();
+        chain::call_ended(stop, self.attempts, retry_after);
         self.stop(stop, now);
         let rejected = CallRejected::new(reason, retry_after);
         Step::Done(Err(self.error(stop, Some(rejected))))
@@ -607,6 +614,14 @@ impl<E> Call<E> {
     fn stop(&mut self, reason: StopReason, now: Instant) {
         // A retry that will never go out does not keep its token (B13).
         self.return_token();
+        // The request being served learns how its calls failed (C7); a refusal has told it
+        // already, with its hint.
+        if !matches!(
+            reason,
+            StopReason::Succeeded | StopReason::BudgetExhausted | StopReason::BreakerOpen
+        ) {
+            chain::call_ended(reason, self.attempts, None);
+        }
         self.phase = Phase::Done;
         self.record_end(reason.as_str(), reason == StopReason::BudgetExhausted, now);
     }
@@ -690,7 +705,11 @@ enum Decision {
 fn answers(reason: StopReason) -> bool {
     matches!(
         reason,
-        StopReason::Succeeded | StopReason::AttemptsExhausted | StopReason::Permanent
+        StopReason::Succeeded
+            | StopReason::AttemptsExhausted
+            | StopReason::Permanent
+            | StopReason::Overloaded
+            | StopReason::RetriedBelow
     )
 }
 

@@ -27,6 +27,12 @@ pub enum StopReason {
     BreakerOpen,
     /// The deadline passed, or the next delay would have passed it.
     DeadlineExceeded,
+    /// The dependency answered with the overload signal: its own call was refused by its
+    /// budget or breaker, so this call does not retry onto it.
+    Overloaded,
+    /// The dependency answered that it failed after retrying itself, so this call does not
+    /// retry it again.
+    RetriedBelow,
 }
 
 impl StopReason {
@@ -39,6 +45,8 @@ impl StopReason {
             StopReason::BudgetExhausted => "budget_exhausted",
             StopReason::BreakerOpen => "breaker_open",
             StopReason::DeadlineExceeded => "deadline_exceeded",
+            StopReason::Overloaded => "overloaded",
+            StopReason::RetriedBelow => "retried_below",
         }
     }
 }

@@ -26,6 +26,15 @@ pub enum Verdict {
     },
     /// A failure that another attempt cannot fix: stop now.
     Permanent,
+    /// The dependency is shedding load: its own call was refused by its retry budget or
+    /// circuit breaker, and it said so (`x-nresilience-overloaded: 1`). Retrying would pile
+    /// onto an overload another layer has already measured, so the call ends at once with
+    /// this answer; it spends and deposits nothing, and it is no evidence for a breaker.
+    Overloaded,
+    /// The dependency failed after it had retried itself (`x-nresilience-retried: N`): the
+    /// layer nearest the failure has retried already, and retrying above it multiplies the
+    /// load at the bottom. The call ends with this answer; a breaker counts it as a failure.
+    RetriedBelow,
 }
 
 impl Verdict {
@@ -50,7 +59,9 @@ impl Verdict {
             Verdict::Transient { retry_after } | Verdict::Throttled { retry_after, .. } => {
                 *retry_after
             }
-            Verdict::Success | Verdict::Permanent => None,
+            Verdict::Success | Verdict::Permanent | Verdict::Overloaded | Verdict::RetriedBelow => {
+                None
+            }
         }
     }
 
@@ -71,13 +82,16 @@ impl Verdict {
         )
     }
 
-    /// The `nresilience.verdict` metric tag: `ok`, `transient`, `throttled` or `permanent`.
+    /// The `nresilience.verdict` metric tag: `ok`, `transient`, `throttled`, `permanent`,
+    /// `overloaded` or `retried_below`.
     pub const fn as_str(&self) -> &'static str {
         match self {
             Verdict::Success => "ok",
             Verdict::Transient { .. } => "transient",
             Verdict::Throttled { .. } => "throttled",
             Verdict::Permanent => "permanent",
+            Verdict::Overloaded => "overloaded",
+            Verdict::RetriedBelow => "retried_below",
         }
     }
 }

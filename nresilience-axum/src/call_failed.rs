@@ -1,0 +1,209 @@
+//! The answer of a hop whose call to its own dependency failed, with the chain's signals.
+
+use std::fmt;
+use std::time::Duration;
+
+use axum_core::response::{IntoResponse, Response};
+use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+use http::StatusCode;
+use nresilience_core::chain::{OVERLOADED_HEADER, OVERLOADED_VALUE, RETRIED_HEADER};
+use nresilience_core::{RetryError, StopReason};
+
+/// What a handler answers when a retrying call it made failed: the status that says why, and
+/// the signal that keeps the caller's retrying client from piling on.
+///
+/// Made with `?` from a [`RetryError`]:
+///
+/// | the call | status | headers |
+/// |---|---|---|
+/// | refused by its retry budget or circuit breaker, or answered overloaded | `503` | `x-nresilience-overloaded: 1`, `Retry-After` (the refusal's hint in whole seconds, rounded up) when there is one |
+/// | failed after retrying, or answered that its dependency had retried | `502` | `x-nresilience-retried: N`, N the attempts made |
+/// | out of time | `504` | none |
+/// | anything else | `502` | none |
+///
+/// ```
+/// use axum_core::response::IntoResponse;
+/// use http::StatusCode;
+/// use nresilience_axum::CallFailed;
+/// use nresilience_core::RetryPolicy;
+///
+/// async fn orders(policy: &RetryPolicy) -> Result<String, CallFailed> {
+///     let row = policy.execute(|_| async { Err::<String, _>("db reset") }).await?;
+///     Ok(row)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let policy = RetryPolicy::builder().build().unwrap();
+/// let response = orders(&policy).await.unwrap_err().into_response();
+/// assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+/// assert_eq!(response.headers()["x-nresilience-retried"], "3");
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallFailed {
+    reason: StopReason,
+    attempts: u32,
+    retry_after: Option<Duration>,
+}
+
+impl CallFailed {
+    /// Why the call stopped.
+    pub fn reason(&self) -> StopReason {
+        self.reason
+    }
+
+    /// Whether the answer carries the overload signal.
+    pub fn is_overloaded(&self) -> bool {
+        matches!(
+            self.reason,
+            StopReason::BudgetExhausted | StopReason::BreakerOpen | StopReason::Overloaded
+        )
+    }
+
+    /// The attempts the answer says were made, when it carries the retried signal.
+    pub fn retried(&self) -> Option<u32> {
+        match self.reason {
+            StopReason::AttemptsExhausted if self.attempts > 1 => Some(self.attempts),
+            StopReason::RetriedBelow => Some(self.attempts.max(1)),
+            _ => None,
+        }
+    }
+
+    /// The status of the answer.
+    pub fn status(&self) -> StatusCode {
+        if self.is_overloaded() {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else if self.reason == StopReason::DeadlineExceeded {
+            StatusCode::GATEWAY_TIMEOUT
+        } else {
+            StatusCode::BAD_GATEWAY
+        }
+    }
+
+    /// The headers of the answer: the chain's signal, and `Retry-After` with an overload.
+    /// A gRPC server puts the same pairs in its `Status`'s metadata.
+    pub fn headers(&self) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        if self.is_overloaded() {
+            headers.insert(
+                OVERLOADED_HEADER,
+                HeaderValue::from_static(OVERLOADED_VALUE),
+            );
+            if let Some(retry_after) = self.retry_after {
+                headers.insert(RETRY_AFTER, whole_seconds(retry_after));
+            }
+        } else if let Some(attempts) = self.retried() {
+            headers.insert(RETRIED_HEADER, HeaderValue::from(attempts));
+        }
+        headers
+    }
+}
+
+/// `Retry-After` in whole seconds, rounded up: a caller that comes back on time finds the
+/// token there.
+pub(crate) fn whole_seconds(wait: Duration) -> HeaderValue {
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    HeaderValue::from(seconds)
+}
+
+impl<E> From<RetryError<E>> for CallFailed {
+    fn from(error: RetryError<E>) -> Self {
+        CallFailed {
+            reason: error.reason(),
+            attempts: error.attempts(),
+            retry_after: error.rejection().and_then(|rejected| rejected.retry_after),
+        }
+    }
+}
+
+impl IntoResponse for CallFailed {
+    fn into_response(self) -> Response {
+        let body = self.to_string();
+        (self.status(), self.headers(), body).into_response()
+    }
+}
+
+impl fmt::Display for CallFailed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a call to a dependency failed: {} after {} attempt(s)",
+            self.reason, self.attempts
+        )
+    }
+}
+
+impl std::error::Error for CallFailed {}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use nresilience_core::{BudgetOptions, RetryBudget, RetryPolicy, RetryPolicyBuilder};
+
+    use super::*;
+
+    async fn failed(policy: RetryPolicyBuilder) -> CallFailed {
+        let policy = policy.build().unwrap();
+        policy
+            .execute(|_| async { Err::<(), _>("reset") })
+            .await
+            .unwrap_err()
+            .into()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn c1_a_budget_refusal_answers_503_overloaded_with_the_hint_rounded_up() {
+        let options = BudgetOptions::default()
+            .minimum_per_second(4.0)
+            .capacity(1.0);
+        let budget = RetryBudget::automatic().with_options(options);
+        let policy = RetryPolicy::builder().max_attempts(3).budget(budget);
+        let failed = failed(policy).await;
+        assert_eq!(failed.reason(), StopReason::BudgetExhausted);
+        let response = failed.into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[OVERLOADED_HEADER], "1");
+        // The floor funds the token 150 ms after the pause: one whole second.
+        assert_eq!(response.headers()[RETRY_AFTER], "1");
+        assert!(response.headers().get(RETRIED_HEADER).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn c6_a_call_that_retried_answers_502_retried_with_its_attempts() {
+        let policy = RetryPolicy::builder()
+            .max_attempts(4)
+            .budget(RetryBudget::None);
+        let response = failed(policy).await.into_response();
+        assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+        assert_eq!(response.headers()[RETRIED_HEADER], "4");
+        assert!(response.headers().get(OVERLOADED_HEADER).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn c6_a_single_attempt_and_a_deadline_carry_no_signal() {
+        let single = failed(RetryPolicy::builder().max_attempts(1)).await;
+        assert_eq!(single.status(), StatusCode::BAD_GATEWAY);
+        assert!(single.headers().is_empty());
+        let late = RetryPolicy::builder()
+            .attempt_timeout(None)
+            .deadline(Some(Duration::from_millis(10)));
+        let late: CallFailed = late
+            .build()
+            .unwrap()
+            .execute(|_| std::future::pending::<Result<(), ()>>())
+            .await
+            .unwrap_err()
+            .into();
+        assert_eq!(late.status(), StatusCode::GATEWAY_TIMEOUT);
+        assert!(late.headers().is_empty());
+    }
+
+    #[test]
+    fn c1_retry_after_rounds_up_to_whole_seconds() {
+        assert_eq!(whole_seconds(Duration::ZERO), "0");
+        assert_eq!(whole_seconds(Duration::from_millis(1)), "1");
+        assert_eq!(whole_seconds(Duration::from_secs(2)), "2");
+        assert_eq!(whole_seconds(Duration::from_millis(2_001)), "3");
+    }
+}

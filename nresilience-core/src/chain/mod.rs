@@ -1,0 +1,31 @@
+//! How the hops of a chain of services behave as one system: the signals a hop sends its
+//! caller about how its own calls ended, so that no layer above piles retries onto a layer
+//! that has already refused or retried.
+//!
+//! - **Overloaded**: a hop whose call was refused by its retry budget or circuit breaker
+//!   answers `503` with `x-nresilience-overloaded: 1` (and `Retry-After` when the refusal has
+//!   a hint). A caller's retrying client does not retry that answer.
+//! - **Retried**: a hop whose call failed after it had retried answers its `5xx` with
+//!   `x-nresilience-retried: N`, N the attempts it made. The layer nearest the failure has
+//!   retried already; a caller's retrying client does not retry that answer either.
+//!
+//! Both are read from peers, so they are parsed strictly and never fail: a value that is not
+//! exactly what this module writes, or a header sent twice, is no signal.
+//!
+//! The HTTP crates write and read these headers; [`Learned`] is how a server layer finds out,
+//! without handler code, how the retrying calls made while serving one request ended.
+
+pub(crate) mod learned;
+mod signal;
+
+pub use learned::{learning, Learned, LearningFuture};
+pub use signal::{overloaded, retried, single};
+
+/// The header that says a hop is shedding load: its own call was refused.
+pub const OVERLOADED_HEADER: &str = "x-nresilience-overloaded";
+
+/// The value of [`OVERLOADED_HEADER`]; any other value is no signal.
+pub const OVERLOADED_VALUE: &str = "1";
+
+/// The header that says a hop failed after retrying: its value is the attempts it made.
+pub const RETRIED_HEADER: &str = "x-nresilience-retried";

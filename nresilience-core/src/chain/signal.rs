@@ -1,0 +1,115 @@
+//! Reading the chain's signals from a peer's header values.
+
+use super::OVERLOADED_VALUE;
+
+/// The one value of a header, or `None` when it is absent or sent more than once: a repeated
+/// signal is ambiguous, and an ambiguous signal is no signal.
+///
+/// ```
+/// use nresilience_core::chain::single;
+///
+/// assert_eq!(single([b"1".as_slice()]), Some(b"1".as_slice()));
+/// assert_eq!(single([b"1".as_slice(), b"1".as_slice()]), None);
+/// assert_eq!(single(std::iter::empty::<&[u8]>()), None);
+/// ```
+pub fn single<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<&'a [u8]> {
+    let mut values = values.into_iter();
+    let first = values.next()?;
+    values.next().is_none().then_some(first)
+}
+
+/// Whether an `x-nresilience-overloaded` value is the signal: exactly `1`.
+///
+/// ```
+/// use nresilience_core::chain::overloaded;
+///
+/// assert!(overloaded(b"1"));
+/// assert!(!overloaded(b"true"));
+/// assert!(!overloaded(b" 1"));
+/// ```
+pub fn overloaded(value: &[u8]) -> bool {
+    value == OVERLOADED_VALUE.as_bytes()
+}
+
+/// The attempts an `x-nresilience-retried` value says the hop made: a decimal integer from 1
+/// to `u32::MAX`, digits only. Anything else — empty, signed, spaced, fractional, too large,
+/// not ASCII — is `None`.
+///
+/// ```
+/// use nresilience_core::chain::retried;
+///
+/// assert_eq!(retried(b"4"), Some(4));
+/// assert_eq!(retried(b"0"), None);
+/// assert_eq!(retried(b"-4"), None);
+/// assert_eq!(retried(b"99999999999"), None);
+/// ```
+pub fn retried(value: &[u8]) -> Option<u32> {
+    // Ten digits hold every u32; a longer run of digits is too large whatever it says.
+    if value.is_empty() || value.len() > 10 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let attempts = value
+        .iter()
+        .fold(0u64, |n, digit| n * 10 + u64::from(digit - b'0'));
+    u32::try_from(attempts).ok().filter(|&n| n >= 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn c1_only_exactly_one_is_the_overload_signal() {
+        assert!(overloaded(b"1"));
+        for value in [&b""[..], b"0", b"01", b"1 ", b"yes", b"\xff", b"11"] {
+            assert!(!overloaded(value), "{value:?}");
+        }
+    }
+
+    #[test]
+    fn c6_retried_takes_positive_decimal_attempts_only() {
+        assert_eq!(retried(b"1"), Some(1));
+        assert_eq!(retried(b"16"), Some(16));
+        assert_eq!(retried(b"0004"), Some(4));
+        assert_eq!(retried(b"4294967295"), Some(u32::MAX));
+        for value in [
+            &b""[..],
+            b"0",
+            b"+4",
+            b"-4",
+            b"4.0",
+            b" 4",
+            b"4294967296",
+            b"99999999999",
+            b"\xff\xfe",
+        ] {
+            assert_eq!(retried(value), None, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn c6_a_header_sent_twice_is_no_value() {
+        assert_eq!(single([b"3".as_slice(), b"4".as_slice()]), None);
+        assert_eq!(single([b"3".as_slice()]), Some(b"3".as_slice()));
+    }
+
+    proptest! {
+        #[test]
+        fn c6_arbitrary_bytes_never_panic_and_round_trip_when_valid(
+            bytes in proptest::collection::vec(any::<u8>(), 0..16)
+        ) {
+            let _ = overloaded(&bytes);
+            if let Some(attempts) = retried(&bytes) {
+                let text = std::str::from_utf8(&bytes).unwrap_or_default();
+                prop_assert_eq!(text.trim_start_matches('0').parse::<u32>().ok(), Some(attempts));
+            }
+        }
+
+        #[test]
+        fn c6_every_attempt_count_written_reads_back(attempts in 1u32..) {
+            prop_assert_eq!(retried(attempts.to_string().as_bytes()), Some(attempts));
+        }
+    }
+}

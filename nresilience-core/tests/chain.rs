@@ -1,0 +1,86 @@
+//! The chain's signals through the executor (SPEC C1, C6): an answer that says its hop
+//! refused for overload, or retried already, ends the call at once with that answer.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use nresilience_core::breaker::{BreakerOptions, BreakerState, CircuitBreaker};
+use nresilience_core::{clock, Backoff, RetryPolicy, StopReason, Verdict};
+
+/// Runs a call whose every attempt answers `503` classified as `verdict`; returns the
+/// answer and how many attempts ran.
+async fn answered(policy: &RetryPolicy, verdict: Verdict) -> (Result<u16, StopReason>, u32) {
+    let ran = AtomicU32::new(0);
+    let classify = move |_: &Result<u16, ()>| verdict;
+    let result = policy
+        .execute_with(&classify, |_| {
+            ran.fetch_add(1, Ordering::Relaxed);
+            async { Ok::<u16, ()>(503) }
+        })
+        .await
+        .map_err(|error| error.reason());
+    (result, ran.into_inner())
+}
+
+#[tokio::test(start_paused = true)]
+async fn c1_an_overloaded_answer_is_returned_after_one_attempt_spending_and_depositing_nothing() {
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::none())
+        .build()
+        .unwrap();
+    let now = clock::now();
+    let bucket = Arc::clone(policy.bucket(now).unwrap());
+    // Half full, so that a deposit would show.
+    while bucket.balance(now) > bucket.capacity() / 2.0 {
+        assert!(bucket.try_withdraw(now, nresilience_core::Criticality::Normal));
+    }
+    let before = bucket.balance(now);
+    let (result, ran) = answered(&policy, Verdict::Overloaded).await;
+    assert_eq!(result, Ok(503), "the answer, not an error");
+    assert_eq!(ran, 1);
+    assert_eq!(
+        bucket.balance(now),
+        before,
+        "nothing spent, nothing deposited"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn c6_an_answer_retried_below_is_returned_after_one_attempt() {
+    let policy = RetryPolicy::builder()
+        .backoff(Backoff::none())
+        .build()
+        .unwrap();
+    let (result, ran) = answered(&policy, Verdict::RetriedBelow).await;
+    assert_eq!(result, Ok(503));
+    assert_eq!(ran, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn c1_c6_overload_is_no_evidence_for_a_breaker_and_a_failure_below_is() {
+    let options = BreakerOptions::default().consecutive_failures(Some(3));
+    let breaker = Arc::new(CircuitBreaker::new(options, clock::now()).unwrap());
+    let policy = RetryPolicy::builder()
+        .circuit_breaker(Arc::clone(&breaker))
+        .build()
+        .unwrap();
+    for _ in 0..10 {
+        let _ = answered(&policy, Verdict::Overloaded).await;
+    }
+    assert_eq!(breaker.state(clock::now()), BreakerState::Closed);
+    for _ in 0..3 {
+        let _ = answered(&policy, Verdict::RetriedBelow).await;
+    }
+    assert_eq!(breaker.state(clock::now()), BreakerState::Open);
+}
+
+#[test]
+fn c1_c6_the_outcomes_are_named() {
+    assert_eq!(StopReason::Overloaded.as_str(), "overloaded");
+    assert_eq!(StopReason::RetriedBelow.as_str(), "retried_below");
+    assert_eq!(Verdict::Overloaded.as_str(), "overloaded");
+    assert!(!Verdict::Overloaded.is_retryable());
+    assert!(!Verdict::RetriedBelow.is_retryable());
+}

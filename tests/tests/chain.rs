@@ -1,0 +1,197 @@
+//! A chain of real hops on loopback behaving as one system (SPEC C1, C6, C7): a frontend
+//! whose `Client` calls a backend whose `Client` calls a db, each an axum server with
+//! `NestedRetryLayer`. What each hop sends and receives is asserted on the wire.
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use nresilience_axum::{CallFailed, NestedRetryLayer};
+use nresilience_client::{Client, HttpClassifier};
+use nresilience_core::chain::{OVERLOADED_HEADER, RETRIED_HEADER};
+use nresilience_core::{Backoff, BudgetOptions, RetryBudget, RetryPolicy, RetryPolicyBuilder};
+
+async fn serve(app: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// Four attempts a millisecond apart: what the test waits on is the wire, not the curve.
+fn four_attempts() -> RetryPolicyBuilder {
+    RetryPolicy::builder()
+        .max_attempts(4)
+        .backoff(Backoff::constant(Duration::from_millis(1)))
+        .attempt_ceiling(None)
+}
+
+/// A db that fails every request with a bare `500`, counting them.
+async fn failing_db(requests: Arc<AtomicU32>) -> SocketAddr {
+    async fn fail(State(requests): State<Arc<AtomicU32>>) -> StatusCode {
+        requests.fetch_add(1, Ordering::Relaxed);
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+    serve(Router::new().route("/", get(fail)).with_state(requests)).await
+}
+
+#[derive(Clone)]
+struct Hop {
+    client: Client,
+    upstream: String,
+    requests: Arc<AtomicU32>,
+}
+
+/// A backend whose handler answers a failed call with a bare `502`, or with [`CallFailed`]
+/// through `?`: the layer (C7) or the response type (C1, C6) adds the signal.
+async fn backend(policy: RetryPolicy, db: SocketAddr) -> (SocketAddr, Arc<AtomicU32>) {
+    async fn bare(State(hop): State<Hop>) -> Response {
+        hop.requests.fetch_add(1, Ordering::Relaxed);
+        match hop.client.get(hop.upstream.as_str()).await {
+            Ok(answer) if answer.status().is_success() => StatusCode::OK.into_response(),
+            Ok(_) | Err(_) => StatusCode::BAD_GATEWAY.into_response(),
+        }
+    }
+    async fn with_question_mark(State(hop): State<Hop>) -> Result<StatusCode, CallFailed> {
+        hop.requests.fetch_add(1, Ordering::Relaxed);
+        let answer = hop.client.get(hop.upstream.as_str()).await?;
+        Ok(answer.status())
+    }
+    let requests = Arc::new(AtomicU32::new(0));
+    let hop = Hop {
+        client: Client::new(policy),
+        upstream: format!("http://{db}/"),
+        requests: Arc::clone(&requests),
+    };
+    let app = Router::new()
+        .route("/bare", get(bare))
+        .route("/question-mark", get(with_question_mark))
+        .with_state(hop)
+        .layer(NestedRetryLayer::new());
+    (serve(app).await, requests)
+}
+
+/// How many requests the backend receives for one call to `url` by a frontend classifying
+/// with `classifier`, whose answer is a `502`.
+async fn requests_for(classifier: HttpClassifier, url: &str, requests: &AtomicU32) -> u32 {
+    let frontend = Client::builder(four_attempts().build().unwrap())
+        .layer(|layer| layer.classifier(classifier))
+        .build();
+    let before = requests.load(Ordering::Relaxed);
+    let answer = frontend.get(url).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_GATEWAY);
+    requests.load(Ordering::Relaxed) - before
+}
+
+/// A budget holding one token, refilled by successes only: the first call's first retry
+/// spends it, every later retry is refused (and has no hint to give).
+fn one_token() -> RetryBudget {
+    let options = BudgetOptions::default()
+        .minimum_per_second(0.0)
+        .capacity(1.0);
+    RetryBudget::automatic().with_options(options)
+}
+
+#[tokio::test]
+async fn c6_c7_a_backend_that_retried_is_not_retried_by_its_caller() {
+    let db_requests = Arc::new(AtomicU32::new(0));
+    let db = failing_db(Arc::clone(&db_requests)).await;
+    let policy = four_attempts().budget(RetryBudget::None).build().unwrap();
+    let (backend, backend_requests) = backend(policy, db).await;
+    let frontend = Client::new(four_attempts().build().unwrap());
+
+    let answer = frontend
+        .get(format!("http://{backend}/bare"))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_GATEWAY);
+    assert_eq!(
+        answer.headers()[RETRIED_HEADER],
+        "4",
+        "stamped by the layer"
+    );
+    assert_eq!(db_requests.load(Ordering::Relaxed), 4);
+    assert_eq!(
+        backend_requests.load(Ordering::Relaxed),
+        1,
+        "retried at one layer: 4 at the db, not 16"
+    );
+}
+
+#[tokio::test]
+async fn c6_the_response_type_marks_a_call_that_retried_and_a_caller_may_opt_out() {
+    // Nothing listens there: every attempt is a refused connection, so the backend's call
+    // ends in an error after its four attempts, and `?` makes the answer.
+    let gone = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let db = gone.local_addr().unwrap();
+    drop(gone);
+    let policy = four_attempts().budget(RetryBudget::None).build().unwrap();
+    let (backend, backend_requests) = backend(policy, db).await;
+    let url = format!("http://{backend}/question-mark");
+
+    let honouring = Client::new(four_attempts().build().unwrap());
+    let answer = honouring.get(url.as_str()).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_GATEWAY);
+    assert_eq!(answer.headers()[RETRIED_HEADER], "4");
+    assert_eq!(backend_requests.load(Ordering::Relaxed), 1);
+
+    let ignoring = HttpClassifier::new().retried_signal(false);
+    let sent = requests_for(ignoring, &url, &backend_requests).await;
+    assert_eq!(sent, 4, "opted out: the 502 is retried as any 5xx");
+}
+
+#[tokio::test]
+async fn c1_a_backend_refused_by_its_budget_answers_overloaded_and_is_not_retried() {
+    let db_requests = Arc::new(AtomicU32::new(0));
+    let db = failing_db(Arc::clone(&db_requests)).await;
+    let policy = four_attempts().budget(one_token()).build().unwrap();
+    let (backend, backend_requests) = backend(policy, db).await;
+    let frontend = Client::new(four_attempts().build().unwrap());
+    let url = format!("http://{backend}/question-mark");
+
+    // Spends the backend's one token: two db attempts, then a refusal.
+    let answer = frontend.get(url.as_str()).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answer.headers()[OVERLOADED_HEADER], "1");
+    assert!(
+        answer.headers().get("retry-after").is_none(),
+        "a budget without a floor cannot say when"
+    );
+    assert_eq!(backend_requests.load(Ordering::Relaxed), 1);
+    assert_eq!(db_requests.load(Ordering::Relaxed), 2);
+
+    // Empty now: the first attempt only, then the refusal, then no retry from above.
+    let answer = frontend.get(url.as_str()).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answer.headers()[OVERLOADED_HEADER], "1");
+    assert_eq!(backend_requests.load(Ordering::Relaxed), 2);
+    assert_eq!(db_requests.load(Ordering::Relaxed), 3);
+}
+
+#[tokio::test]
+async fn c1_c7_a_bare_5xx_after_a_refusal_gets_the_overload_signal_from_the_layer() {
+    let db_requests = Arc::new(AtomicU32::new(0));
+    let db = failing_db(Arc::clone(&db_requests)).await;
+    let policy = four_attempts().budget(one_token()).build().unwrap();
+    let (backend, backend_requests) = backend(policy, db).await;
+    let url = format!("http://{backend}/bare");
+    let frontend = Client::new(four_attempts().build().unwrap());
+
+    let answer = frontend.get(url.as_str()).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_GATEWAY);
+    assert_eq!(answer.headers()[OVERLOADED_HEADER], "1");
+    assert!(answer.headers().get(RETRIED_HEADER).is_none());
+    assert_eq!(backend_requests.load(Ordering::Relaxed), 1);
+
+    let ignoring = HttpClassifier::new().overload_signal(false);
+    let sent = requests_for(ignoring, &url, &backend_requests).await;
+    assert_eq!(sent, 4, "opted out: retried as any 5xx");
+}
