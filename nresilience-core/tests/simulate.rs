@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use nresilience_core::simulate::{Dependency, Load, Simulation};
+use nresilience_core::simulate::{Dependency, Load, Simulation, SimulationReport};
 use nresilience_core::{AttemptCeiling, BudgetOptions, RetryBudget, RetryPolicy};
 
 fn ms(n: u64) -> Duration {
@@ -200,16 +200,8 @@ fn s1_capacity_sheds_past_three_times_and_peers_count_against_it() {
 
 #[test]
 fn s1_nested_policies_multiply_attempts_and_budgets_hold_each_layer() {
-    let run = |budget| {
-        Simulation::chain((0..3).map(|_| s1_policy(budget, s(1))))
-            .against(Dependency::healthy(ms(5), ms(5)).outage(s(2), s(2)))
-            .under(Load::constant(100.0))
-            .for_duration(s(6))
-            .run(4)
-            .unwrap()
-    };
-    let off = run(false);
-    let on = run(true);
+    let off = nested(false, false);
+    let on = nested(true, false);
     assert_eq!(off.hops.len(), 3);
     // 3 × 3 × 3 attempts at the bottom for a call that fails all the way down.
     assert!(off.amplification > 20.0, "{off}");
@@ -217,6 +209,32 @@ fn s1_nested_policies_multiply_attempts_and_budgets_hold_each_layer() {
     assert!(on.amplification < off.amplification / 2.0, "{on}");
     assert_eq!(off.hops[0].calls, off.calls);
     assert_eq!(off.hops[2].attempts, off.attempts);
+}
+
+#[test]
+fn c6_a_chain_following_the_rules_retries_at_one_layer() {
+    let deaf = nested(false, false);
+    let report = nested(false, true);
+    // Each call reaches the bottom at most three times, as through one hop: a hop whose
+    // caller cannot wait for a retry does not make it, and a hop that retried is not retried.
+    assert!(report.load_multiplier() <= 3.0, "{report}");
+    assert!(
+        deaf.load_multiplier() > 2.0 * report.load_multiplier(),
+        "{deaf}"
+    );
+    assert!(report.amplification < deaf.amplification / 2.0, "{report}");
+}
+
+/// Three hops of SPEC S1's policy through a two-second outage, the budget and the chain rules
+/// on or off.
+fn nested(budget: bool, rules: bool) -> SimulationReport {
+    Simulation::chain((0..3).map(|_| s1_policy(budget, s(1))))
+        .against(Dependency::healthy(ms(5), ms(5)).outage(s(2), s(2)))
+        .under(Load::constant(100.0))
+        .for_duration(s(6))
+        .chain_rules(rules)
+        .run(4)
+        .unwrap()
 }
 
 #[test]

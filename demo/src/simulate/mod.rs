@@ -69,6 +69,11 @@ pub(crate) struct Args {
     /// dependency (3: frontend → backend → db client → db).
     #[arg(long, default_value_t = 1)]
     hops: usize,
+    /// With `--hops` above 1: whether the hops follow the chain rules as nresilience hops do
+    /// (each attempt's deadline passed on; overloaded after a refusal and retried after
+    /// retrying answered, and not retried); `both` runs the chain each way, side by side.
+    #[arg(long, value_enum, default_value_t = RulesSetting::On)]
+    chain_rules: RulesSetting,
     /// Split the load over a fleet of 35 clients of five sizes, each with its own budget, and
     /// run it with the budget off, on, and on without its floor.
     #[arg(long, conflicts_with_all = ["hops", "plot", "compare_refresh", "budget"])]
@@ -86,6 +91,13 @@ enum BudgetSetting {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RulesSetting {
+    On,
+    Off,
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum TailSetting {
     LogLogistic,
     LogNormal,
@@ -95,6 +107,7 @@ enum TailSetting {
 struct Run {
     refresh: Duration,
     budget: bool,
+    chain_rules: bool,
     report: SimulationReport,
     wall: Duration,
 }
@@ -143,16 +156,24 @@ pub(crate) fn main(args: &Args) -> Result<()> {
             "refusals",
         );
     }
+    let signals: &[bool] = match args.chain_rules {
+        _ if args.hops <= 1 => &[true],
+        RulesSetting::On => &[true],
+        RulesSetting::Off => &[false],
+        RulesSetting::Both => &[false, true],
+    };
     let mut runs = Vec::new();
     for &refresh in &refreshes {
         for &budget in budgets {
-            let run = simulate(args, &dependency, refresh, budget)?;
-            if args.json {
-                println!("{}", to_json(args, &run));
-            } else {
-                print_row(&run);
+            for &chain_rules in signals {
+                let run = simulate(args, &dependency, refresh, budget, chain_rules)?;
+                if args.json {
+                    println!("{}", to_json(args, &run));
+                } else {
+                    print_row(&run);
+                }
+                runs.push(run);
             }
-            runs.push(run);
         }
     }
     if let Some(path) = &args.plot {
@@ -193,17 +214,25 @@ fn policy(refresh: Duration, budget: bool) -> Result<RetryPolicy> {
     Ok(builder.build()?)
 }
 
-fn simulate(args: &Args, dependency: &Dependency, refresh: Duration, budget: bool) -> Result<Run> {
+fn simulate(
+    args: &Args,
+    dependency: &Dependency,
+    refresh: Duration,
+    budget: bool,
+    chain_rules: bool,
+) -> Result<Run> {
     let policy = policy(refresh, budget)?;
     let started = Instant::now();
     let report = Simulation::chain(std::iter::repeat_n(policy, args.hops.max(1)))
         .against(dependency.clone())
         .under(Load::constant(args.rate))
         .for_duration(args.duration)
+        .chain_rules(chain_rules)
         .run(args.seed)?;
     Ok(Run {
         refresh,
         budget,
+        chain_rules,
         report,
         wall: started.elapsed(),
     })
@@ -243,6 +272,7 @@ fn print_row(run: &Run) {
     // Wall time varies run to run; stdout stays byte-identical for one seed (S2).
     eprintln!("simulated in {:.1}s", run.wall.as_secs_f64());
     if r.hops.len() > 1 {
+        println!("{:<15} chain rules {}", "", on_off(run.chain_rules));
         for (n, hop) in r.hops.iter().enumerate() {
             println!(
                 "{:<15} hop {}: calls {}, attempts {}, cut {}, refusals {}, amplification {:.3}",
@@ -264,6 +294,7 @@ fn to_json(args: &Args, run: &Run) -> serde_json::Value {
         "seed": r.seed,
         "ceiling_refresh_s": run.refresh.as_secs_f64(),
         "budget": on_off(run.budget),
+        "chain_rules": run.chain_rules,
         "rate": args.rate,
         "duration_s": r.duration.as_secs_f64(),
         "calls": r.calls,

@@ -12,12 +12,21 @@
 //! Both are read from peers, so they are parsed strictly and never fail: a value that is not
 //! exactly what this module writes, or a header sent twice, is no signal.
 //!
+//! - **Deadline**: every attempt says how long its caller will still wait
+//!   (`x-nresilience-deadline-ms`); a retrying call made while serving it gives up no later
+//!   than its caller does, instead of retrying for a caller that has gone ([`Inbound`]).
+//!
 //! The HTTP crates write and read these headers; [`Learned`] is how a server layer finds out,
 //! without handler code, how the retrying calls made while serving one request ended.
 
+mod inbound;
 pub(crate) mod learned;
 mod signal;
 
+pub(crate) use inbound::inherited_deadline;
+pub use inbound::{
+    deadline_from, deadline_ms, deadline_value, inbound, serving, serving_sync, Inbound,
+};
 pub use learned::{learning, Learned, LearningFuture};
 pub use signal::{overloaded, retried, single};
 
@@ -29,3 +38,7 @@ pub const OVERLOADED_VALUE: &str = "1";
 
 /// The header that says a hop failed after retrying: its value is the attempts it made.
 pub const RETRIED_HEADER: &str = "x-nresilience-retried";
+
+/// The header that says how long the caller will still wait for this attempt, in whole
+/// milliseconds: the smaller of its call's deadline left and the attempt's timeout.
+pub const DEADLINE_HEADER: &str = "x-nresilience-deadline-ms";

@@ -273,7 +273,7 @@ impl<E> Call<E> {
             policy: policy.clone(),
             bucket,
             started: now,
-            deadline: policy.deadline().map(|d| clock::after(now, d)),
+            deadline: deadline(policy, now),
             max_attempts,
             attempts: 0,
             attempt_started: now,
@@ -702,6 +702,20 @@ enum Decision {
 /// Whether a call that stops for `reason` answers with the last attempt's value: a value the
 /// classifier did not accept is still the caller's answer when nothing more can be done
 /// with it (H4). A refusal or a deadline is an error whatever the last attempt returned.
+/// The call's deadline: its policy's, or the caller's when the request being served says the
+/// caller gives up sooner and the policy inherits it.
+fn deadline(policy: &RetryPolicy, now: Instant) -> Option<Instant> {
+    let own = policy.deadline().map(|d| clock::after(now, d));
+    let inbound = policy
+        .inherits_deadline()
+        .then(crate::chain::inherited_deadline)
+        .flatten();
+    match (own, inbound) {
+        (Some(own), Some(inbound)) => Some(own.min(inbound)),
+        (own, inbound) => own.or(inbound),
+    }
+}
+
 fn answers(reason: StopReason) -> bool {
     matches!(
         reason,

@@ -18,8 +18,10 @@ use super::report::{worst_second, HopReport, Second, SimulationReport, Totals};
 use super::rng::SplitMix64;
 use super::InvalidSimulation;
 use crate::budget::RetryBudget;
+use crate::chain::{self, Inbound};
 use crate::executor::error::{InvalidPolicy, RetryError, StopReason};
 use crate::executor::policy::RetryPolicy;
+use crate::executor::verdict::Verdict;
 use crate::guards::breaker::CircuitBreaker;
 use crate::guards::limiter::RateLimiter;
 
@@ -36,6 +38,8 @@ pub(super) struct Setup<'a> {
     pub(super) loads: &'a [Load],
     pub(super) dependency: &'a Dependency,
     pub(super) duration: Duration,
+    /// Whether a hop answers its caller with the chain's signals, and the caller honours them.
+    pub(super) chain_rules: bool,
 }
 
 /// A chain (each policy's attempts are calls under the next) or a fleet (every policy is a
@@ -197,59 +201,109 @@ async fn arrive(
         if arrival > Instant::now() {
             tokio::time::sleep_until(arrival).await;
         }
-        drop(spawn(&world, entry));
+        drop(spawn(&world, entry, None));
         at = at.saturating_add(load.gap(&mut arrivals));
     }
 }
 
-/// The dependency's answer to an attempt, as the attempt closure returns it.
-#[derive(Debug)]
-struct Failure;
-
 /// A call under the policy of `hop`, as its own task: a caller that gives up on it (its
 /// attempt was cut) does not stop it, as a server that does not watch for disconnects would
 /// not stop.
-fn spawn(world: &Rc<World>, hop: usize) -> JoinHandle<bool> {
+fn spawn(world: &Rc<World>, hop: usize, caller_waits: Option<Instant>) -> JoinHandle<Answer> {
     let outstanding = Outstanding::new(world);
-    let call: Pin<Box<dyn Future<Output = bool>>> = Box::pin(call(Rc::clone(world), hop));
+    let call = call(Rc::clone(world), hop);
+    // A hop told how long its caller waits gives up with it, as a real hop reading
+    // `x-nresilience-deadline-ms` does.
+    let call: Pin<Box<dyn Future<Output = Answer>>> = match caller_waits {
+        Some(deadline) if world.chain_rules => {
+            let inbound = Inbound::new().deadline(Some(deadline.into_std()));
+            Box::pin(chain::serving(inbound, call))
+        }
+        _ => Box::pin(call),
+    };
     tokio::task::spawn_local(async move {
         let _outstanding = outstanding;
         call.await
     })
 }
 
-async fn call(world: Rc<World>, hop: usize) -> bool {
+async fn call(world: Rc<World>, hop: usize) -> Answer {
     let started = Instant::now();
     world.with(|state| state.hops[hop].second(world.since(started)).calls += 1);
     let result = world.policies[hop]
-        .execute(|_| attempt(Rc::clone(&world), hop))
+        .execute_with(&classify, |this| {
+            attempt(Rc::clone(&world), hop, this.cut_at())
+        })
         .await;
-    world.call_ended(hop, started, result.as_ref().err().map(RetryError::reason))
+    let failed = result.as_ref().err();
+    world.call_ended(hop, started, failed.map(RetryError::reason));
+    match failed {
+        None => Answer::Ok,
+        Some(_) if !world.chain_rules => Answer::Failed,
+        Some(error) => match error.reason() {
+            // A refusal, or an overload answered from below: this hop is shedding load too.
+            StopReason::BudgetExhausted | StopReason::BreakerOpen | StopReason::Overloaded => {
+                Answer::Overloaded
+            }
+            StopReason::AttemptsExhausted if error.attempts() > 1 => Answer::Retried,
+            StopReason::RetriedBelow => Answer::Retried,
+            _ => Answer::Failed,
+        },
+    }
+}
+
+/// What a hop answers its caller, as a real nresilience hop would: the chain's signals are
+/// what `NestedRetryLayer` stamps on a `5xx` answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Ok,
+    Failed,
+    Overloaded,
+    Retried,
+}
+
+/// The verdict a caller's classifier gives each answer.
+fn classify(result: &Result<(), Answer>) -> Verdict {
+    match result {
+        Ok(()) | Err(Answer::Ok) => Verdict::Success,
+        Err(Answer::Failed) => Verdict::TRANSIENT,
+        Err(Answer::Overloaded) => Verdict::Overloaded,
+        Err(Answer::Retried) => Verdict::RetriedBelow,
+    }
 }
 
 /// One attempt of `hop`: a request to the next hop, or the dependency serving it.
-async fn attempt(world: Rc<World>, hop: usize) -> Result<(), Failure> {
+async fn attempt(
+    world: Rc<World>,
+    hop: usize,
+    cut_at: Option<std::time::Instant>,
+) -> Result<(), Answer> {
     let now = Instant::now();
     world.with(|state| {
         let tally = &mut state.hops[hop];
         tally.attempts += 1;
         tally.second(world.since(now)).attempts += 1;
     });
-    let ok = if let Some(next) = world.next(hop) {
+    let answer = if let Some(next) = world.next(hop) {
         // A panicked downstream call is reported when the run ends.
-        matches!(spawn(&world, next).await, Ok(true))
+        spawn(&world, next, cut_at.map(Instant::from_std))
+            .await
+            .unwrap_or(Answer::Failed)
     } else {
-        let (answer, _in_flight) = world.serve(now);
-        if !answer.latency.is_zero() {
-            tokio::time::sleep(answer.latency).await;
+        let (served, _in_flight) = world.serve(now);
+        if !served.latency.is_zero() {
+            tokio::time::sleep(served.latency).await;
         }
-        !answer.fails
+        if served.fails {
+            Answer::Failed
+        } else {
+            Answer::Ok
+        }
     };
     world.with(|state| state.hops[hop].answered += 1);
-    if ok {
-        Ok(())
-    } else {
-        Err(Failure)
+    match answer {
+        Answer::Ok => Ok(()),
+        failed => Err(failed),
     }
 }
 
@@ -262,6 +316,7 @@ struct World {
     shape: Shape,
     dependency: Dependency,
     peers: u64,
+    chain_rules: bool,
     state: RefCell<State>,
 }
 
@@ -309,6 +364,7 @@ impl World {
             shape: setup.shape,
             dependency: setup.dependency.clone(),
             peers: u64::from(peers),
+            chain_rules: setup.chain_rules,
             state: RefCell::new(State {
                 rng,
                 in_flight: 0,

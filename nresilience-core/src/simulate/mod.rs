@@ -90,6 +90,7 @@ pub struct Simulation {
     dependency: Option<Dependency>,
     load: Option<Load>,
     duration: Option<Duration>,
+    chain_rules: bool,
 }
 
 impl Simulation {
@@ -109,14 +110,18 @@ impl Simulation {
     ///
     /// let s = Duration::from_secs;
     /// let hop = RetryPolicy::builder().budget(RetryBudget::None).build()?;
-    /// let report = Simulation::chain([hop.clone(), hop.clone(), hop])
+    /// let chain = Simulation::chain([hop.clone(), hop.clone(), hop])
     ///     .against(Dependency::healthy(Duration::from_millis(5), Duration::from_millis(5)).outage(s(1), s(1)))
     ///     .under(Load::constant(50.0))
-    ///     .for_duration(s(3))
-    ///     .run(7)?;
-    /// assert_eq!(report.hops.len(), 3);
+    ///     .for_duration(s(3));
+    /// let deaf = chain.clone().chain_rules(false).run(7)?;
+    /// assert_eq!(deaf.hops.len(), 3);
     /// // Three layers of three attempts: up to 27 at the bottom for each failing call.
-    /// assert!(report.amplification > 9.0, "{report}");
+    /// assert!(deaf.amplification > 9.0, "{deaf}");
+    /// // Hops that pass their deadline on and say when they retried are retried at one
+    /// // layer: at most three attempts at the bottom for each call.
+    /// let report = chain.run(7)?;
+    /// assert!(report.load_multiplier() <= 3.0, "{report}");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn chain(policies: impl IntoIterator<Item = RetryPolicy>) -> Self {
@@ -127,6 +132,7 @@ impl Simulation {
             dependency: None,
             load: None,
             duration: None,
+            chain_rules: true,
         }
     }
 
@@ -164,6 +170,7 @@ impl Simulation {
             dependency: None,
             load: None,
             duration: None,
+            chain_rules: true,
         }
     }
 
@@ -183,6 +190,17 @@ impl Simulation {
     /// How long load is offered. Required, and longer than zero.
     pub fn for_duration(mut self, duration: Duration) -> Self {
         self.duration = Some(duration);
+        self
+    }
+
+    /// Whether the hops of a chain behave as one system, as real nresilience hops do: each
+    /// attempt tells the next hop how long it will wait, and that hop's call gives up no
+    /// later; a hop whose call was refused by its budget or breaker answers overloaded, one
+    /// whose call failed after retrying answers retried, and a policy retries neither
+    /// answer. Defaults to `true`; `false` makes each hop deaf to its caller and every failed
+    /// call a plain failure its caller retries, as hops without these rules would.
+    pub fn chain_rules(mut self, on: bool) -> Self {
+        self.chain_rules = on;
         self
     }
 
@@ -237,6 +255,7 @@ impl Simulation {
                 loads,
                 dependency,
                 duration,
+                chain_rules: self.chain_rules,
             },
             seed,
         )

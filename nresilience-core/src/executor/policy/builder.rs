@@ -25,6 +25,7 @@ pub(super) fn default_config() -> Config {
         name: None,
         max_attempts: 3,
         deadline: Some(Duration::from_secs(30)),
+        inherit_deadline: true,
         attempt_timeout: Some(Duration::from_secs(10)),
         attempt_ceiling: Some(AttemptCeiling::new()),
         backoff: Backoff::default(),
@@ -69,6 +70,14 @@ impl RetryPolicyBuilder {
     /// The overall deadline of a call, delays included; `None` for none. Defaults to 30 s.
     pub fn deadline(mut self, deadline: Option<Duration>) -> Self {
         self.config.deadline = deadline;
+        self
+    }
+
+    /// Whether a call started while serving a request that said how long its caller will
+    /// wait ([`chain::Inbound`](crate::chain::Inbound)) gives up no later than that caller.
+    /// Defaults to `true`; `false` keeps the policy's own deadline only.
+    pub fn inherit_deadline(mut self, inherit: bool) -> Self {
+        self.config.inherit_deadline = inherit;
         self
     }
 

@@ -86,6 +86,7 @@ struct Config {
     name: Option<Cow<'static, str>>,
     max_attempts: u32,
     deadline: Option<Duration>,
+    inherit_deadline: bool,
     attempt_timeout: Option<Duration>,
     attempt_ceiling: Option<AttemptCeiling>,
     backoff: Backoff,
@@ -137,6 +138,11 @@ impl RetryPolicy {
     /// The overall deadline of a call, if any.
     pub fn deadline(&self) -> Option<Duration> {
         self.inner.config.deadline
+    }
+
+    /// Whether a call inherits the deadline of the request being served.
+    pub fn inherits_deadline(&self) -> bool {
+        self.inner.config.inherit_deadline
     }
 
     /// The timeout of one attempt, if any (before the measured ceiling tightens it).

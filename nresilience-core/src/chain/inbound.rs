@@ -1,0 +1,157 @@
+//! What a request told the hop serving it about the call it is part of.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use tokio::task::futures::TaskLocalFuture;
+
+use crate::clock;
+
+tokio::task_local! {
+    static INBOUND: Inbound;
+}
+
+/// The most a caller may say it will wait: a day. A larger value is no value, so that a
+/// peer cannot push an `Instant` past its range.
+const MAX_DEADLINE_MS: u64 = 86_400_000;
+
+/// What the request being served said about its caller: how long the caller will still wait
+/// for the answer. A server layer sets it for the handler; a retrying call started inside
+/// runs with the smaller of its own deadline and this one, unless its policy opts out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Inbound {
+    /// The instant the caller stops waiting.
+    pub deadline: Option<Instant>,
+}
+
+impl Inbound {
+    /// Nothing said.
+    pub const fn new() -> Self {
+        Inbound { deadline: None }
+    }
+
+    /// The instant the caller stops waiting.
+    pub const fn deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+}
+
+/// What the request being served said, if this runs while serving one.
+pub fn inbound() -> Option<Inbound> {
+    INBOUND.try_with(|inbound| *inbound).ok()
+}
+
+/// Runs `future` as the serving of a request that said `inbound`.
+///
+/// ```
+/// use std::time::Duration;
+/// use nresilience_core::chain::{self, Inbound};
+/// use nresilience_core::{clock, RetryPolicy, StopReason};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let policy = RetryPolicy::builder().build().unwrap(); // a 30 s deadline of its own
+/// let caller_waits = clock::now() + Duration::from_millis(40);
+/// let serving = async {
+///     policy.execute(|_| std::future::pending::<Result<(), ()>>()).await
+/// };
+/// let inbound = Inbound::new().deadline(Some(caller_waits));
+/// let error = chain::serving(inbound, serving).await.unwrap_err();
+/// assert_eq!(error.reason(), StopReason::DeadlineExceeded);
+/// assert_eq!(clock::now(), caller_waits, "gave up with its caller, not 30 s later");
+/// # }
+/// ```
+pub fn serving<F: Future>(inbound: Inbound, future: F) -> TaskLocalFuture<Inbound, F> {
+    INBOUND.scope(inbound, future)
+}
+
+/// Like [`serving`], for the synchronous part of a service's `call`.
+pub fn serving_sync<R>(inbound: Inbound, f: impl FnOnce() -> R) -> R {
+    INBOUND.sync_scope(inbound, f)
+}
+
+/// The time an `x-nresilience-deadline-ms` value says the caller will still wait: whole
+/// milliseconds, digits only, at most a day. Anything else — empty, signed, spaced,
+/// fractional, larger — is `None`.
+///
+/// ```
+/// use std::time::Duration;
+/// use nresilience_core::chain::deadline_ms;
+///
+/// assert_eq!(deadline_ms(b"40"), Some(Duration::from_millis(40)));
+/// assert_eq!(deadline_ms(b"-40"), None);
+/// assert_eq!(deadline_ms(b"99999999999999999999"), None);
+/// ```
+pub fn deadline_ms(value: &[u8]) -> Option<Duration> {
+    if value.is_empty() || value.len() > 9 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let millis = value
+        .iter()
+        .fold(0u64, |n, digit| n * 10 + u64::from(digit - b'0'));
+    (millis <= MAX_DEADLINE_MS).then(|| Duration::from_millis(millis))
+}
+
+/// The `x-nresilience-deadline-ms` value for `left`: whole milliseconds, rounded down so a
+/// callee never waits past its caller, and never more than a day.
+pub fn deadline_value(left: Duration) -> u64 {
+    u64::try_from(left.as_millis())
+        .unwrap_or(u64::MAX)
+        .min(MAX_DEADLINE_MS)
+}
+
+/// The inbound deadline a call started at `now` inherits, if any.
+pub(crate) fn inherited_deadline() -> Option<Instant> {
+    inbound().and_then(|inbound| inbound.deadline)
+}
+
+/// `now` plus what the caller said it will wait.
+pub fn deadline_from(now: Instant, left: Duration) -> Instant {
+    clock::after(now, left)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn c2_deadline_takes_whole_milliseconds_up_to_a_day() {
+        assert_eq!(deadline_ms(b"0"), Some(Duration::ZERO));
+        assert_eq!(deadline_ms(b"86400000"), Some(Duration::from_secs(86_400)));
+        for value in [
+            &b""[..],
+            b"86400001",
+            b"+5",
+            b"-5",
+            b"5.0",
+            b" 5",
+            b"5ms",
+            b"\xff",
+        ] {
+            assert_eq!(deadline_ms(value), None, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn c2_the_value_written_rounds_down_and_reads_back() {
+        assert_eq!(deadline_value(Duration::from_micros(40_999)), 40);
+        assert_eq!(deadline_value(Duration::MAX), MAX_DEADLINE_MS);
+        let written = deadline_value(Duration::from_millis(1234)).to_string();
+        assert_eq!(
+            deadline_ms(written.as_bytes()),
+            Some(Duration::from_millis(1234))
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn c2_arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..24)) {
+            if let Some(left) = deadline_ms(&bytes) {
+                prop_assert!(left <= Duration::from_millis(MAX_DEADLINE_MS));
+            }
+        }
+    }
+}
