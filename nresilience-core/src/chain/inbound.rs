@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::task::futures::TaskLocalFuture;
 
+use super::signal::decimal;
 use crate::clock;
 
 tokio::task_local! {
@@ -84,12 +85,7 @@ pub fn serving_sync<R>(inbound: Inbound, f: impl FnOnce() -> R) -> R {
 /// assert_eq!(deadline_ms(b"99999999999999999999"), None);
 /// ```
 pub fn deadline_ms(value: &[u8]) -> Option<Duration> {
-    if value.is_empty() || value.len() > 9 || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let millis = value
-        .iter()
-        .fold(0u64, |n, digit| n * 10 + u64::from(digit - b'0'));
+    let millis = decimal(value, 9)?;
     (millis <= MAX_DEADLINE_MS).then(|| Duration::from_millis(millis))
 }
 

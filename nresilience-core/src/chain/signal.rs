@@ -45,13 +45,21 @@ pub fn overloaded(value: &[u8]) -> bool {
 /// ```
 pub fn retried(value: &[u8]) -> Option<u32> {
     // Ten digits hold every u32; a longer run of digits is too large whatever it says.
-    if value.is_empty() || value.len() > 10 || !value.iter().all(u8::is_ascii_digit) {
+    let attempts = decimal(value, 10)?;
+    u32::try_from(attempts).ok().filter(|&n| n >= 1)
+}
+
+/// An unsigned decimal of at most `max_digits` digits (at most 19, which a `u64` holds),
+/// digits only: the strict form every chain header takes.
+pub(super) fn decimal(value: &[u8], max_digits: usize) -> Option<u64> {
+    if value.is_empty() || value.len() > max_digits || !value.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let attempts = value
-        .iter()
-        .fold(0u64, |n, digit| n * 10 + u64::from(digit - b'0'));
-    u32::try_from(attempts).ok().filter(|&n| n >= 1)
+    Some(
+        value
+            .iter()
+            .fold(0u64, |n, digit| n * 10 + u64::from(digit - b'0')),
+    )
 }
 
 #[cfg(test)]
