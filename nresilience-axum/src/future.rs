@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use http::header::{HeaderValue, RETRY_AFTER};
 use http::Response;
 use nresilience_core::chain::{
-    self, Learned, LearningFuture, OVERLOADED_HEADER, OVERLOADED_VALUE, RETRIED_HEADER,
+    self, Inbound, Learned, LearningFuture, OVERLOADED_HEADER, OVERLOADED_VALUE, RETRIED_HEADER,
 };
 use nresilience_core::nesting::NestingSource;
 use pin_project_lite::pin_project;
@@ -33,6 +33,8 @@ pin_project! {
     enum Kind<F> {
         Marked { #[pin] future: TaskLocalFuture<NestingSource, F> },
         Unmarked { #[pin] future: F },
+        Told { #[pin] future: TaskLocalFuture<Inbound, F> },
+        MarkedAndTold { #[pin] future: TaskLocalFuture<Inbound, TaskLocalFuture<NestingSource, F>> },
     }
 }
 
@@ -48,6 +50,20 @@ impl<F: Future> ResponseFuture<F> {
             learning: chain::learning(Kind::Unmarked { future }),
         }
     }
+
+    pub(crate) fn told(future: TaskLocalFuture<Inbound, F>) -> Self {
+        ResponseFuture {
+            learning: chain::learning(Kind::Told { future }),
+        }
+    }
+
+    pub(crate) fn marked_and_told(
+        future: TaskLocalFuture<Inbound, TaskLocalFuture<NestingSource, F>>,
+    ) -> Self {
+        ResponseFuture {
+            learning: chain::learning(Kind::MarkedAndTold { future }),
+        }
+    }
 }
 
 impl<F: Future> Future for Kind<F> {
@@ -57,6 +73,8 @@ impl<F: Future> Future for Kind<F> {
         match self.project() {
             KindProj::Marked { future } => future.poll(cx),
             KindProj::Unmarked { future } => future.poll(cx),
+            KindProj::Told { future } => future.poll(cx),
+            KindProj::MarkedAndTold { future } => future.poll(cx),
         }
     }
 }

@@ -3,10 +3,12 @@
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
+use nresilience_core::chain;
 use nresilience_core::nesting::{self, NestingSource};
 use tower::{Layer, Service};
 
 use crate::future::ResponseFuture;
+use crate::inbound;
 use crate::marker::{self, RetryMarker, MARKER};
 
 /// Reads the nested-retry marker of each request into the [`nesting`](crate::nesting) context.
@@ -111,14 +113,32 @@ where
             if request.headers_mut().remove(&MARKER).is_some() {
                 tracing::debug!("removed inbound nested-retry marker: this hop ignores it");
             }
+            inbound::remove(request.headers_mut());
             return ResponseFuture::unmarked(self.inner.call(request));
         }
-        if !marker::is_marked(request.headers()) {
-            return ResponseFuture::unmarked(self.inner.call(request));
+        let told = inbound::read(request.headers());
+        let marked = marker::is_marked(request.headers());
+        if marked {
+            request.extensions_mut().insert(RetryMarker::new());
         }
-        request.extensions_mut().insert(RetryMarker::new());
         let inner = &mut self.inner;
-        let future = nesting::sync_scope(NestingSource::Header, || inner.call(request));
-        ResponseFuture::marked(nesting::scope(NestingSource::Header, future))
+        match (marked, told) {
+            (false, None) => ResponseFuture::unmarked(inner.call(request)),
+            (true, None) => {
+                let future = nesting::sync_scope(NestingSource::Header, || inner.call(request));
+                ResponseFuture::marked(nesting::scope(NestingSource::Header, future))
+            }
+            (false, Some(told)) => {
+                let future = chain::serving_sync(told, || inner.call(request));
+                ResponseFuture::told(chain::serving(told, future))
+            }
+            (true, Some(told)) => {
+                let future = chain::serving_sync(told, || {
+                    nesting::sync_scope(NestingSource::Header, || inner.call(request))
+                });
+                let future = nesting::scope(NestingSource::Header, future);
+                ResponseFuture::marked_and_told(chain::serving(told, future))
+            }
+        }
     }
 }

@@ -92,6 +92,7 @@
 
 mod call_failed;
 pub mod future;
+mod inbound;
 mod layer;
 mod marker;
 

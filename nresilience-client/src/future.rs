@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http::{Extensions, HeaderMap, Method, Request, Response, Uri, Version};
@@ -19,7 +19,7 @@ use tower::Service;
 use tracing::Span;
 
 use crate::body::{BoxError, Prefixed, RetryBody, TransportError};
-use crate::request::{carries_marker, MARKED, MARKER};
+use crate::request::{carries_marker, stamp_deadline, MARKED, MARKER};
 use crate::telemetry;
 
 /// What a retry is rebuilt from: the request as it was, with its body buffered.
@@ -91,6 +91,7 @@ pin_project! {
         first: Option<Request<RetryBody>>,
         call: Call<TransportError>,
         attempt: u32,
+        attempt_timeout: Option<Duration>,
         attempt_span: Span,
     }
 }
@@ -147,6 +148,7 @@ where
             first,
             call,
             attempt: 0,
+            attempt_timeout: None,
             attempt_span: Span::none(),
         }
     }
@@ -345,6 +347,7 @@ where
         match step {
             Step::Run(attempt) => {
                 *this.attempt = attempt.number();
+                *this.attempt_timeout = attempt.timeout();
                 *this.timer_armed = attempt.cut_at().is_some();
                 if let Some(cut_at) = attempt.cut_at() {
                     this.timer.as_mut().reset(cut_at.into());
@@ -376,6 +379,7 @@ where
         (None, Some(template)) => template.request(),
         (None, None) => unreachable!("a call without a template makes one attempt"),
     };
+    stamp_deadline(request.headers_mut(), *this.attempt_timeout);
     let span = telemetry::attempt_span(this.call.span(), (&request).into(), *this.attempt);
     telemetry::inject_context(&span, request.headers_mut());
     *this.attempt_span = span;

@@ -1,10 +1,13 @@
-//! What both HTTP drivers read off an outbound request: whether its method may be retried,
-//! whether it already carries the nested-retry marker, and which host's bucket funds it.
+//! What both HTTP drivers read off an outbound request — whether its method may be retried,
+//! whether it already carries the nested-retry marker, and which host's bucket funds it —
+//! and the deadline they write on each attempt.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
+use nresilience_core::chain::{deadline_value, DEADLINE_HEADER};
 use nresilience_core::nesting::{MARKER_HEADER, MARKER_VALUE};
 
 /// The marker's name, parsed once.
@@ -12,6 +15,38 @@ pub(crate) const MARKER: HeaderName = HeaderName::from_static(MARKER_HEADER);
 
 /// The marker's value, as it is stamped.
 pub(crate) const MARKED: HeaderValue = HeaderValue::from_static(MARKER_VALUE);
+
+/// The deadline header's name, parsed once.
+const DEADLINE: HeaderName = HeaderName::from_static(DEADLINE_HEADER);
+
+/// gRPC's own per-call deadline.
+const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+
+/// Writes on an attempt how long its caller will still wait for it, `timeout` being the
+/// smaller of the call's deadline left and the attempt's own timeout or ceiling (C2): the
+/// callee's retrying calls then give up no later. A gRPC request gets the same as its
+/// `grpc-timeout`, in milliseconds, replacing the one set for the whole call.
+pub(crate) fn stamp_deadline(headers: &mut HeaderMap, timeout: Option<Duration>) {
+    let Some(timeout) = timeout else {
+        return;
+    };
+    let millis = deadline_value(timeout);
+    headers.insert(DEADLINE, HeaderValue::from(millis));
+    if is_grpc(headers) {
+        // gRPC allows at most eight digits per unit.
+        let value = format!("{}m", millis.min(99_999_999));
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(GRPC_TIMEOUT, value);
+        }
+    }
+}
+
+/// Whether the request is a gRPC call, by its content type.
+fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/grpc"))
+}
 
 /// Whether a method may be retried without the caller's say-so (H3).
 pub(crate) fn is_idempotent(method: &Method) -> bool {
@@ -41,6 +76,36 @@ pub(crate) fn host_key(authority: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn c2_each_attempt_carries_the_time_its_caller_waits_in_whole_milliseconds() {
+        let mut headers = HeaderMap::new();
+        stamp_deadline(&mut headers, Some(Duration::from_micros(40_900)));
+        assert_eq!(headers[DEADLINE_HEADER], "40");
+        assert!(headers.get("grpc-timeout").is_none());
+        stamp_deadline(&mut headers, Some(Duration::from_millis(7)));
+        assert_eq!(
+            headers.get_all(DEADLINE_HEADER).iter().count(),
+            1,
+            "replaced"
+        );
+        let mut none = HeaderMap::new();
+        stamp_deadline(&mut none, None);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn c2_a_grpc_attempt_gets_the_same_as_its_grpc_timeout() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
+        headers.insert(GRPC_TIMEOUT, HeaderValue::from_static("30S"));
+        stamp_deadline(&mut headers, Some(Duration::from_millis(250)));
+        assert_eq!(headers["grpc-timeout"], "250m");
+        assert_eq!(headers[DEADLINE_HEADER], "250");
+    }
 
     #[test]
     fn h3_idempotent_methods() {

@@ -6,18 +6,21 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use nresilience_axum::{CallFailed, NestedRetryLayer};
 use nresilience_client::{Client, HttpClassifier};
-use nresilience_core::chain::{OVERLOADED_HEADER, RETRIED_HEADER};
-use nresilience_core::{Backoff, BudgetOptions, RetryBudget, RetryPolicy, RetryPolicyBuilder};
+use nresilience_core::chain::{DEADLINE_HEADER, OVERLOADED_HEADER, RETRIED_HEADER};
+use nresilience_core::{
+    Backoff, BudgetOptions, Jitter, RetryBudget, RetryPolicy, RetryPolicyBuilder,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn serve(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -194,4 +197,67 @@ async fn c1_c7_a_bare_5xx_after_a_refusal_gets_the_overload_signal_from_the_laye
     let ignoring = HttpClassifier::new().overload_signal(false);
     let sent = requests_for(ignoring, &url, &backend_requests).await;
     assert_eq!(sent, 4, "opted out: retried as any 5xx");
+}
+
+/// A db that fails every request with a bare `500`, noting the deadline each carried.
+async fn deadline_noting_db(seen: Arc<Mutex<Vec<u64>>>) -> SocketAddr {
+    async fn fail(State(seen): State<Arc<Mutex<Vec<u64>>>>, headers: HeaderMap) -> StatusCode {
+        let told = headers
+            .get(DEADLINE_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(u64::MAX);
+        seen.lock().unwrap().push(told);
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+    serve(Router::new().route("/", get(fail)).with_state(seen)).await
+}
+
+/// Sends `GET {path}` with `headers` over a plain connection, as a caller that is not an
+/// nresilience client would, and returns the status line.
+async fn raw_get(addr: SocketAddr, path: &str, headers: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\n{headers}connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn c2_a_backend_gives_up_with_its_caller_and_passes_the_time_left_on() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let db = deadline_noting_db(Arc::clone(&seen)).await;
+    // Four attempts 300 ms apart: over 900 ms for a caller with time.
+    let policy = RetryPolicy::builder()
+        .max_attempts(4)
+        .backoff(Backoff::constant(Duration::from_millis(300)).with_jitter(Jitter::None))
+        .attempt_ceiling(None)
+        .budget(RetryBudget::None)
+        .build()
+        .unwrap();
+    let (backend, _) = backend(policy, db).await;
+
+    let status = raw_get(backend, "/bare", "x-nresilience-deadline-ms: 400\r\n").await;
+    assert!(status.contains("502"), "{status}");
+    let told = seen.lock().unwrap().clone();
+    // The first retry ends before 400 ms; a second would not, so it is never made.
+    assert_eq!(told.len(), 2, "{told:?}");
+    assert!(told[0] <= 400 && told[0] > 300, "{told:?}");
+    assert!(told[1] <= 100, "the time left after the backoff: {told:?}");
+
+    seen.lock().unwrap().clear();
+    let status = raw_get(backend, "/bare", "").await;
+    assert!(status.contains("502"), "{status}");
+    let told = seen.lock().unwrap().clone();
+    assert_eq!(
+        told.len(),
+        4,
+        "a caller that says nothing waits the policy's deadline"
+    );
+    assert!(
+        told.iter().all(|&ms| ms <= 10_000),
+        "the attempt timeout: {told:?}"
+    );
 }
