@@ -1,11 +1,12 @@
 //! The response future of [`NestedRetry`](crate::NestedRetry).
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use http::header::{HeaderValue, RETRY_AFTER};
-use http::Response;
+use http::{Response, StatusCode};
 use nresilience_core::chain::{
     self, Inbound, Learned, LearningFuture, OVERLOADED_HEADER, OVERLOADED_VALUE, RETRIED_HEADER,
 };
@@ -18,23 +19,35 @@ use crate::call_failed::whole_seconds;
 pin_project! {
     /// Response future of [`NestedRetry`](crate::NestedRetry): the inner service's future, run
     /// inside the nesting context when the request was marked, and learning how the calls
-    /// it makes end, so that a `5xx` answer carries the chain's signal.
-    #[derive(Debug)]
+    /// it makes end, so that a `5xx` answer carries the chain's signal; or the answer to a
+    /// request the loop guard stopped.
     #[must_use = "futures do nothing unless polled"]
-    pub struct ResponseFuture<F> {
+    pub struct ResponseFuture<F>
+    where
+        F: Future,
+    {
         #[pin]
         learning: LearningFuture<Kind<F>>,
     }
 }
 
+impl<F: Future> fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
 pin_project! {
     #[project = KindProj]
-    #[derive(Debug)]
-    enum Kind<F> {
+    enum Kind<F>
+    where
+        F: Future,
+    {
         Marked { #[pin] future: TaskLocalFuture<NestingSource, F> },
         Unmarked { #[pin] future: F },
         Told { #[pin] future: TaskLocalFuture<Inbound, F> },
         MarkedAndTold { #[pin] future: TaskLocalFuture<Inbound, TaskLocalFuture<NestingSource, F>> },
+        Answered { output: Option<F::Output> },
     }
 }
 
@@ -48,6 +61,26 @@ impl<F: Future> ResponseFuture<F> {
     pub(crate) fn unmarked(future: F) -> Self {
         ResponseFuture {
             learning: chain::learning(Kind::Unmarked { future }),
+        }
+    }
+
+    /// The answer to a request deeper than the layer allows: `508 Loop Detected` with the
+    /// overload signal, so no hop above retries it.
+    pub(crate) fn loop_detected<B, E>() -> Self
+    where
+        F: Future<Output = Result<Response<B>, E>>,
+        B: Default,
+    {
+        let mut response = Response::new(B::default());
+        *response.status_mut() = StatusCode::LOOP_DETECTED;
+        response.headers_mut().insert(
+            OVERLOADED_HEADER,
+            HeaderValue::from_static(OVERLOADED_VALUE),
+        );
+        ResponseFuture {
+            learning: chain::learning(Kind::Answered {
+                output: Some(Ok(response)),
+            }),
         }
     }
 
@@ -75,6 +108,10 @@ impl<F: Future> Future for Kind<F> {
             KindProj::Unmarked { future } => future.poll(cx),
             KindProj::Told { future } => future.poll(cx),
             KindProj::MarkedAndTold { future } => future.poll(cx),
+            KindProj::Answered { output } => match output.take() {
+                Some(output) => Poll::Ready(output),
+                None => panic!("ResponseFuture polled after completion"),
+            },
         }
     }
 }

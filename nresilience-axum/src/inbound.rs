@@ -1,28 +1,52 @@
 //! What a request says about its caller, read at the trust boundary.
 
 use http::header::{HeaderMap, HeaderName};
-use nresilience_core::chain::{self, deadline_ms, Inbound, DEADLINE_HEADER};
+use nresilience_core::chain::{
+    self, deadline_ms, Inbound, ATTEMPTS_HEADER, DEADLINE_HEADER, DEPTH_HEADER,
+};
 use nresilience_core::clock;
 
-/// The deadline header's name, parsed once.
+/// The chain headers' names, parsed once.
 pub(crate) static DEADLINE: HeaderName = HeaderName::from_static(DEADLINE_HEADER);
+static DEPTH: HeaderName = HeaderName::from_static(DEPTH_HEADER);
+static ATTEMPTS: HeaderName = HeaderName::from_static(ATTEMPTS_HEADER);
 
 /// The caller's word, when the request carries any: how long it will still wait, counted
-/// from now. A value that does not parse, or a header sent twice, is no word at all.
+/// from now, how deep in the chain the request is, and how many attempts could reach it. A
+/// value that does not parse, or a header sent twice, is no word at all.
 pub(crate) fn read(headers: &HeaderMap) -> Option<Inbound> {
-    let values = headers.get_all(&DEADLINE);
-    let left = chain::single(values.iter().map(|value| value.as_bytes())).and_then(deadline_ms);
-    if left.is_none() && values.iter().next().is_some() {
-        tracing::debug!("ignoring an unusable x-nresilience-deadline-ms");
+    let left = one(headers, &DEADLINE, deadline_ms);
+    let depth = one(headers, &DEPTH, chain::depth);
+    let attempts = one(headers, &ATTEMPTS, chain::attempts);
+    if left.is_none() && depth.is_none() && attempts.is_none() {
+        return None;
     }
-    left.map(|left| Inbound::new().deadline(Some(chain::deadline_from(clock::now(), left))))
+    let deadline = left.map(|left| chain::deadline_from(clock::now(), left));
+    Some(
+        Inbound::new()
+            .deadline(deadline)
+            .depth(depth.unwrap_or(0))
+            .attempts(attempts.unwrap_or(1)),
+    )
+}
+
+/// The one usable value of `name`, parsed by `parse`.
+fn one<T>(headers: &HeaderMap, name: &HeaderName, parse: impl Fn(&[u8]) -> Option<T>) -> Option<T> {
+    let values = headers.get_all(name);
+    let value = chain::single(values.iter().map(|value| value.as_bytes())).and_then(parse);
+    if value.is_none() && values.iter().next().is_some() {
+        tracing::debug!(header = %name, "ignoring an unusable chain header");
+    }
+    value
 }
 
 /// Removes every header through which a caller speaks to this hop, for an edge that does
 /// not trust its callers.
 pub(crate) fn remove(headers: &mut HeaderMap) {
-    if headers.remove(&DEADLINE).is_some() {
-        tracing::debug!("removed an inbound x-nresilience-deadline-ms: this hop ignores it");
+    for name in [&DEADLINE, &DEPTH, &ATTEMPTS] {
+        if headers.remove(name).is_some() {
+            tracing::debug!(header = %name, "removed an inbound chain header: this hop ignores it");
+        }
     }
 }
 
@@ -60,10 +84,24 @@ mod tests {
     }
 
     #[test]
-    fn c2_an_edge_removes_it() {
+    fn c2_c4_an_edge_removes_them() {
         let mut headers = with(&[b"40"]);
+        headers.insert(&DEPTH, HeaderValue::from_static("3"));
+        headers.insert(&ATTEMPTS, HeaderValue::from_static("64"));
         remove(&mut headers);
         assert!(headers.is_empty());
+    }
+
+    #[test]
+    fn c4_depth_and_attempts_are_read_alone_or_together() {
+        let mut headers = HeaderMap::new();
+        headers.insert(&DEPTH, HeaderValue::from_static("3"));
+        let told = read(&headers).unwrap();
+        assert_eq!((told.deadline, told.depth, told.attempts), (None, 3, 1));
+        headers.insert(&ATTEMPTS, HeaderValue::from_static("64"));
+        assert_eq!(read(&headers).unwrap().attempts, 64);
+        headers.insert(&DEPTH, HeaderValue::from_static("0"));
+        assert_eq!(read(&headers).unwrap().depth, 0, "garbled: no depth");
     }
 
     proptest! {

@@ -14,10 +14,20 @@ use crate::marker::{self, RetryMarker, MARKER};
 /// Reads the nested-retry marker of each request into the [`nesting`](crate::nesting) context.
 ///
 /// Applies [`NestedRetry`]. See the [crate docs](crate) for where to register it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use]
 pub struct NestedRetryLayer {
     ignore_inbound: bool,
+    max_depth: u32,
+}
+
+/// How deep a request may be before the layer takes it for a loop.
+const DEFAULT_MAX_DEPTH: u32 = 16;
+
+impl Default for NestedRetryLayer {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl NestedRetryLayer {
@@ -25,7 +35,18 @@ impl NestedRetryLayer {
     pub const fn new() -> Self {
         NestedRetryLayer {
             ignore_inbound: false,
+            max_depth: DEFAULT_MAX_DEPTH,
         }
+    }
+
+    /// The deepest a request may say it is (`x-nresilience-depth`) before this hop takes it
+    /// for a loop: a deeper one is answered `508 Loop Detected` with the overload signal, so
+    /// that no hop above retries it, and the handler does not run. A service configured to
+    /// call itself stops there instead of calling itself until its file descriptors run out.
+    /// Defaults to 16.
+    pub const fn max_depth(mut self, max_depth: u32) -> Self {
+        self.max_depth = max_depth;
+        self
     }
 
     /// Ignores the inbound marker and removes it from the request, for an edge service that
@@ -47,6 +68,7 @@ impl<S> Layer<S> for NestedRetryLayer {
         NestedRetry {
             inner,
             ignore_inbound: self.ignore_inbound,
+            max_depth: self.max_depth,
         }
     }
 }
@@ -63,6 +85,7 @@ impl<S> Layer<S> for NestedRetryLayer {
 pub struct NestedRetry<S> {
     inner: S,
     ignore_inbound: bool,
+    max_depth: u32,
 }
 
 impl<S> NestedRetry<S> {
@@ -71,6 +94,7 @@ impl<S> NestedRetry<S> {
         NestedRetry {
             inner,
             ignore_inbound: false,
+            max_depth: DEFAULT_MAX_DEPTH,
         }
     }
 
@@ -98,6 +122,7 @@ impl<S> NestedRetry<S> {
 impl<S, B, ResB> Service<Request<B>> for NestedRetry<S>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
+    ResB: Default,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -117,6 +142,14 @@ where
             return ResponseFuture::unmarked(self.inner.call(request));
         }
         let told = inbound::read(request.headers());
+        if let Some(depth) = told.map(|told| told.depth).filter(|&d| d > self.max_depth) {
+            tracing::warn!(
+                depth,
+                max_depth = self.max_depth,
+                "nresilience.loop_detected"
+            );
+            return ResponseFuture::loop_detected();
+        }
         let marked = marker::is_marked(request.headers());
         if marked {
             request.extensions_mut().insert(RetryMarker::new());

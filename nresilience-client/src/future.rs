@@ -19,7 +19,7 @@ use tower::Service;
 use tracing::Span;
 
 use crate::body::{BoxError, Prefixed, RetryBody, TransportError};
-use crate::request::{carries_marker, stamp_deadline, MARKED, MARKER};
+use crate::request::{carries_marker, stamp_chain, ChainFacts, MARKED, MARKER};
 use crate::telemetry;
 
 /// What a retry is rebuilt from: the request as it was, with its body buffered.
@@ -379,7 +379,12 @@ where
         (None, Some(template)) => template.request(),
         (None, None) => unreachable!("a call without a template makes one attempt"),
     };
-    stamp_deadline(request.headers_mut(), *this.attempt_timeout);
+    let facts = ChainFacts {
+        depth: this.call.depth(),
+        potential_attempts: this.call.potential_attempts(),
+        timeout: *this.attempt_timeout,
+    };
+    stamp_chain(request.headers_mut(), facts);
     let span = telemetry::attempt_span(this.call.span(), (&request).into(), *this.attempt);
     telemetry::inject_context(&span, request.headers_mut());
     *this.attempt_span = span;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
-use nresilience_core::chain::{deadline_value, DEADLINE_HEADER};
+use nresilience_core::chain::{deadline_value, ATTEMPTS_HEADER, DEADLINE_HEADER, DEPTH_HEADER};
 use nresilience_core::nesting::{MARKER_HEADER, MARKER_VALUE};
 
 /// The marker's name, parsed once.
@@ -16,18 +16,34 @@ pub(crate) const MARKER: HeaderName = HeaderName::from_static(MARKER_HEADER);
 /// The marker's value, as it is stamped.
 pub(crate) const MARKED: HeaderValue = HeaderValue::from_static(MARKER_VALUE);
 
-/// The deadline header's name, parsed once.
+/// The chain headers' names, parsed once.
 const DEADLINE: HeaderName = HeaderName::from_static(DEADLINE_HEADER);
+const DEPTH: HeaderName = HeaderName::from_static(DEPTH_HEADER);
+const ATTEMPTS: HeaderName = HeaderName::from_static(ATTEMPTS_HEADER);
+
+/// What an attempt tells the hop it reaches about the chain above.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChainFacts {
+    /// The call's depth in the chain.
+    pub(crate) depth: u32,
+    /// The attempts that could reach the dependency through the call and those above it.
+    pub(crate) potential_attempts: u32,
+    /// How long the caller waits for this attempt.
+    pub(crate) timeout: Option<Duration>,
+}
 
 /// gRPC's own per-call deadline.
 const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
-/// Writes on an attempt how long its caller will still wait for it, `timeout` being the
-/// smaller of the call's deadline left and the attempt's own timeout or ceiling (C2): the
-/// callee's retrying calls then give up no later. A gRPC request gets the same as its
-/// `grpc-timeout`, in milliseconds, replacing the one set for the whole call.
-pub(crate) fn stamp_deadline(headers: &mut HeaderMap, timeout: Option<Duration>) {
-    let Some(timeout) = timeout else {
+/// Writes on an attempt what the hop it reaches should know of the chain above it: its
+/// depth and the attempts that could reach it (C4), and how long its caller will still wait
+/// for it (C2), `timeout` being the smaller of the call's deadline left and the attempt's own
+/// timeout or ceiling, so the callee's retrying calls give up no later. A gRPC request gets
+/// the same as its `grpc-timeout`, in milliseconds, replacing the one set for the whole call.
+pub(crate) fn stamp_chain(headers: &mut HeaderMap, call: ChainFacts) {
+    headers.insert(DEPTH, HeaderValue::from(call.depth));
+    headers.insert(ATTEMPTS, HeaderValue::from(call.potential_attempts));
+    let Some(timeout) = call.timeout else {
         return;
     };
     let millis = deadline_value(timeout);
@@ -80,18 +96,18 @@ mod tests {
     #[test]
     fn c2_each_attempt_carries_the_time_its_caller_waits_in_whole_milliseconds() {
         let mut headers = HeaderMap::new();
-        stamp_deadline(&mut headers, Some(Duration::from_micros(40_900)));
+        stamp_chain(&mut headers, facts(Some(Duration::from_micros(40_900))));
         assert_eq!(headers[DEADLINE_HEADER], "40");
         assert!(headers.get("grpc-timeout").is_none());
-        stamp_deadline(&mut headers, Some(Duration::from_millis(7)));
+        stamp_chain(&mut headers, facts(Some(Duration::from_millis(7))));
         assert_eq!(
             headers.get_all(DEADLINE_HEADER).iter().count(),
             1,
             "replaced"
         );
         let mut none = HeaderMap::new();
-        stamp_deadline(&mut none, None);
-        assert!(none.is_empty());
+        stamp_chain(&mut none, facts(None));
+        assert!(none.get(DEADLINE_HEADER).is_none());
     }
 
     #[test]
@@ -102,9 +118,26 @@ mod tests {
             HeaderValue::from_static("application/grpc"),
         );
         headers.insert(GRPC_TIMEOUT, HeaderValue::from_static("30S"));
-        stamp_deadline(&mut headers, Some(Duration::from_millis(250)));
+        stamp_chain(&mut headers, facts(Some(Duration::from_millis(250))));
         assert_eq!(headers["grpc-timeout"], "250m");
         assert_eq!(headers[DEADLINE_HEADER], "250");
+    }
+
+    #[test]
+    fn c4_every_attempt_carries_its_depth_and_potential_attempts() {
+        let mut headers = HeaderMap::new();
+        stamp_chain(&mut headers, facts(None));
+        assert_eq!(headers[DEPTH_HEADER], "2");
+        assert_eq!(headers[ATTEMPTS_HEADER], "16");
+    }
+
+    /// A call at depth 2 below a 4-attempt caller, itself of 4 attempts.
+    fn facts(timeout: Option<Duration>) -> ChainFacts {
+        ChainFacts {
+            depth: 2,
+            potential_attempts: 16,
+            timeout,
+        }
     }
 
     #[test]

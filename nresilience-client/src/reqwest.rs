@@ -61,7 +61,9 @@ use tracing::{Instrument, Span};
 
 use crate::classify::HttpClassifier;
 use crate::layer::Retryable;
-use crate::request::{carries_marker, host_key, is_idempotent, stamp_deadline, MARKED, MARKER};
+use crate::request::{
+    carries_marker, host_key, is_idempotent, stamp_chain, ChainFacts, MARKED, MARKER,
+};
 use crate::telemetry;
 
 /// The error a failed call carries inside `reqwest_middleware::Error::Middleware`.
@@ -319,6 +321,11 @@ fn attempt_span(
     };
     let span = telemetry::attempt_span(call.span(), target, attempt.number());
     telemetry::inject_context(&span, request.headers_mut());
-    stamp_deadline(request.headers_mut(), attempt.timeout());
+    let facts = ChainFacts {
+        depth: call.depth(),
+        potential_attempts: call.potential_attempts(),
+        timeout: attempt.timeout(),
+    };
+    stamp_chain(request.headers_mut(), facts);
     (span, request)
 }

@@ -261,3 +261,35 @@ async fn c2_a_backend_gives_up_with_its_caller_and_passes_the_time_left_on() {
         "the attempt timeout: {told:?}"
     );
 }
+
+#[tokio::test]
+async fn c5_a_hop_that_calls_itself_stops_at_the_loop_guard() {
+    // A hop configured with its own address as its upstream: each request makes a call to
+    // itself, one deeper, until the layer's guard answers 508 past depth 16.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let itself = listener.local_addr().unwrap();
+    let requests = Arc::new(AtomicU32::new(0));
+    let hop = Hop {
+        client: Client::new(four_attempts().build().unwrap()),
+        upstream: format!("http://{itself}/bare"),
+        requests: Arc::clone(&requests),
+    };
+    async fn bare(State(hop): State<Hop>) -> Response {
+        hop.requests.fetch_add(1, Ordering::Relaxed);
+        match hop.client.get(hop.upstream.as_str()).await {
+            Ok(answer) => answer.status().into_response(),
+            Err(_) => StatusCode::BAD_GATEWAY.into_response(),
+        }
+    }
+    let app = Router::new()
+        .route("/bare", get(bare))
+        .with_state(hop)
+        .layer(NestedRetryLayer::new());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let status = raw_get(itself, "/bare", "").await;
+    assert!(status.contains("508"), "{status}");
+    // The first request (no depth) and one per depth from 1 to 16, each sent once: the
+    // guard's answer at depth 17 carries the overload signal, so no hop retried it.
+    assert_eq!(requests.load(Ordering::Relaxed), 17);
+}

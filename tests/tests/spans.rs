@@ -198,7 +198,22 @@ async fn n4_n5_the_middle_hop_reports_the_nested_retry_in_the_same_trace() {
         attribute(backend_reports[0], "nresilience.attempts"),
         Some(&Value::I64(2))
     );
-    assert_eq!(by_policy("frontend").len(), 1);
+    // Three 3-attempt clients in series: the backend's call is the third, and up to 27
+    // attempts could reach the db through it (C4); the frontend's, the second, 9.
+    assert_eq!(
+        attribute(backend_reports[0], "nresilience.nesting.depth"),
+        Some(&Value::I64(3))
+    );
+    assert_eq!(
+        attribute(backend_reports[0], "nresilience.potential_attempts"),
+        Some(&Value::I64(27))
+    );
+    let frontend_reports = by_policy("frontend");
+    assert_eq!(frontend_reports.len(), 1);
+    assert_eq!(
+        attribute(frontend_reports[0], "nresilience.potential_attempts"),
+        Some(&Value::I64(9))
+    );
     assert!(by_policy("user").is_empty());
 
     // One user action, one trace: the backend's report shares the user's trace id.

@@ -11,7 +11,7 @@ use axum::routing::get;
 use axum::Router;
 use nresilience_axum::nesting::{self, NestingSource};
 use nresilience_axum::{NestedRetry, NestedRetryLayer, RetryMarker};
-use tower::{service_fn, Service, ServiceExt};
+use tower::{service_fn, Layer, Service, ServiceExt};
 
 use crate::support::{self, Events, MALFORMED, MARKED, UNMARKED};
 
@@ -294,4 +294,33 @@ async fn trust_boundary_over_a_socket_ignore_inbound_ignores_the_marker() {
     let addr = serve(app(NestedRetryLayer::new().ignore_inbound())).await;
     let seen = support::http1_get(addr, "/", &[b"X-NResilience-Retrying: 1"]).await;
     assert_eq!(seen, (200, UNMARKED.to_owned()));
+}
+
+#[tokio::test]
+async fn c5_a_request_deeper_than_the_maximum_is_answered_508_overloaded_unhandled() {
+    let handled = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let seen = std::sync::Arc::clone(&handled);
+    let inner = service_fn(move |_: Request<Body>| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        async { Ok::<_, Infallible>(Response::new(Body::empty())) }
+    });
+    let layered = NestedRetryLayer::new().max_depth(2).layer(inner);
+    let at_depth = |depth: &'static str| {
+        Request::get("/")
+            .header("x-nresilience-depth", depth)
+            .body(Body::empty())
+            .unwrap()
+    };
+
+    let deep = layered.clone().oneshot(at_depth("3")).await.unwrap();
+    assert_eq!(deep.status(), StatusCode::LOOP_DETECTED);
+    assert_eq!(deep.headers()["x-nresilience-overloaded"], "1");
+    assert_eq!(handled.load(std::sync::atomic::Ordering::Relaxed), 0);
+
+    let allowed = layered.clone().oneshot(at_depth("2")).await.unwrap();
+    assert_eq!(allowed.status(), StatusCode::OK);
+    // A depth that does not parse is no depth: handled.
+    let garbled = layered.oneshot(at_depth("99999999")).await.unwrap();
+    assert_eq!(garbled.status(), StatusCode::OK);
+    assert_eq!(handled.load(std::sync::atomic::Ordering::Relaxed), 2);
 }

@@ -19,23 +19,70 @@ const MAX_DEADLINE_MS: u64 = 86_400_000;
 /// What the request being served said about its caller: how long the caller will still wait
 /// for the answer. A server layer sets it for the handler; a retrying call started inside
 /// runs with the smaller of its own deadline and this one, unless its policy opts out.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Inbound {
     /// The instant the caller stops waiting.
     pub deadline: Option<Instant>,
+    /// How many hops above this one made calls to reach it: `1` when its caller was the
+    /// first.
+    pub depth: u32,
+    /// The most attempts the calls above could make to reach this hop, multiplied down the
+    /// chain: `16` below two 4-attempt clients.
+    pub attempts: u32,
 }
 
 impl Inbound {
-    /// Nothing said.
+    /// Nothing said: no deadline, the first hop.
     pub const fn new() -> Self {
-        Inbound { deadline: None }
+        Inbound {
+            deadline: None,
+            depth: 0,
+            attempts: 1,
+        }
     }
 
     /// The instant the caller stops waiting.
     pub const fn deadline(mut self, deadline: Option<Instant>) -> Self {
         self.deadline = deadline;
         self
+    }
+
+    /// The hops above this one.
+    pub const fn depth(mut self, depth: u32) -> Self {
+        self.depth = depth;
+        self
+    }
+
+    /// The attempts the calls above could make to reach this hop.
+    pub const fn attempts(mut self, attempts: u32) -> Self {
+        self.attempts = attempts;
+        self
+    }
+}
+
+/// The most hops a chain may say it has; a larger value is no value.
+const MAX_DEPTH: u32 = 100_000;
+
+/// The depth an `x-nresilience-depth` value says: a decimal from 1 to 100,000, digits only.
+pub fn depth(value: &[u8]) -> Option<u32> {
+    let depth = decimal(value, 6)?;
+    u32::try_from(depth)
+        .ok()
+        .filter(|depth| (1..=MAX_DEPTH).contains(depth))
+}
+
+/// The potential attempts an `x-nresilience-attempts` value says: a decimal from 1 to
+/// `u32::MAX`, digits only.
+pub fn attempts(value: &[u8]) -> Option<u32> {
+    u32::try_from(decimal(value, 10)?)
+        .ok()
+        .filter(|&attempts| attempts >= 1)
+}
+
+impl Default for Inbound {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -97,11 +144,6 @@ pub fn deadline_value(left: Duration) -> u64 {
         .min(MAX_DEADLINE_MS)
 }
 
-/// The inbound deadline a call started at `now` inherits, if any.
-pub(crate) fn inherited_deadline() -> Option<Instant> {
-    inbound().and_then(|inbound| inbound.deadline)
-}
-
 /// `now` plus what the caller said it will wait.
 pub fn deadline_from(now: Instant, left: Duration) -> Instant {
     clock::after(now, left)
@@ -142,12 +184,30 @@ mod tests {
         );
     }
 
+    #[test]
+    fn c4_depth_and_attempts_take_positive_decimals_in_range() {
+        assert_eq!(depth(b"1"), Some(1));
+        assert_eq!(depth(b"100000"), Some(MAX_DEPTH));
+        assert_eq!(attempts(b"16"), Some(16));
+        assert_eq!(attempts(b"4294967295"), Some(u32::MAX));
+        for value in [&b""[..], b"0", b"-1", b"+1", b" 1", b"1.5", b"\xff"] {
+            assert_eq!(depth(value), None, "{value:?}");
+            assert_eq!(attempts(value), None, "{value:?}");
+        }
+        assert_eq!(depth(b"100001"), None);
+        assert_eq!(attempts(b"4294967296"), None);
+    }
+
     proptest! {
         #[test]
         fn c2_arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..24)) {
             if let Some(left) = deadline_ms(&bytes) {
                 prop_assert!(left <= Duration::from_millis(MAX_DEADLINE_MS));
             }
+            if let Some(depth) = depth(&bytes) {
+                prop_assert!((1..=MAX_DEPTH).contains(&depth));
+            }
+            prop_assert_ne!(attempts(&bytes), Some(0));
         }
     }
 }

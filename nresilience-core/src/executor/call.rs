@@ -81,7 +81,8 @@ use tracing::{field, Level, Span};
 
 use crate::backoff::{NextAttempt, RetryKind};
 use crate::budget::TokenBucket;
-use crate::chain::learned as chain;
+use crate::chain::learned;
+use crate::chain::{self, Inbound};
 use crate::clock;
 use crate::executor::error::{CallRejected, LastAttempt, RejectReason, RetryError, StopReason};
 use crate::executor::policy::{Estimate, RetryPolicy};
@@ -235,6 +236,10 @@ pub struct Call<E> {
     nested: Option<Nested>,
     nested_span: Span,
     span: Span,
+    /// This call's place in the chain: one more than the request being served said.
+    depth: u32,
+    /// The attempts that could reach the dependency through this call and the calls above.
+    potential_attempts: u32,
 }
 
 impl<E> Call<E> {
@@ -254,6 +259,8 @@ impl<E> Call<E> {
             Some(key) => policy.keyed_bucket(key, now),
             None => policy.bucket(now).cloned(),
         };
+        // What the request being served said about the chain above, read once.
+        let inbound = chain::inbound().unwrap_or_default();
         // Read now, in the caller's context; reported by the first attempt, by which time
         // the call knows whether it may really retry (its body may prove unreplayable).
         let source = nesting::current().or(options.marked.then_some(NestingSource::Header));
@@ -273,7 +280,9 @@ impl<E> Call<E> {
             policy: policy.clone(),
             bucket,
             started: now,
-            deadline: deadline(policy, now),
+            deadline: deadline(policy, now, &inbound),
+            depth: inbound.depth.saturating_add(1),
+            potential_attempts: inbound.attempts.saturating_mul(max_attempts),
             max_attempts,
             attempts: 0,
             attempt_started: now,
@@ -321,6 +330,19 @@ impl<E> Call<E> {
     /// The bucket this call is charged to.
     pub fn bucket(&self) -> Option<&Arc<TokenBucket>> {
         self.bucket.as_ref()
+    }
+
+    /// This call's depth in the chain, for `x-nresilience-depth`: one more than the request
+    /// being served said, `1` outside any.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// The attempts that could reach the dependency through this call and every call above
+    /// it, for `x-nresilience-attempts`: what the request being served said, times this
+    /// call's maximum attempts.
+    pub fn potential_attempts(&self) -> u32 {
+        self.potential_attempts
     }
 
     /// What to do next, at `now`: at the start and after every [`Step::Sleep`].
@@ -585,7 +607,7 @@ impl<E> Call<E> {
                 .and_then(|breaker| breaker.retry_after(now)),
         };
         let stop = reason.stop_reason();
-        chain::call_ended(stop, self.attempts, retry_after);
+        learned::call_ended(stop, self.attempts, retry_after);
         self.stop(stop, now);
         let rejected = CallRejected::new(reason, retry_after);
         Step::Done(Err(self.error(stop, Some(rejected))))
@@ -620,7 +642,7 @@ impl<E> Call<E> {
             reason,
             StopReason::Succeeded | StopReason::BudgetExhausted | StopReason::BreakerOpen
         ) {
-            chain::call_ended(reason, self.attempts, None);
+            learned::call_ended(reason, self.attempts, None);
         }
         self.phase = Phase::Done;
         self.record_end(reason.as_str(), reason == StopReason::BudgetExhausted, now);
@@ -656,6 +678,8 @@ impl<E> Call<E> {
             nresilience.policy = self.policy.name(),
             nresilience.target = nested.target.as_deref(),
             nresilience.method = nested.method.as_deref(),
+            nresilience.nesting.depth = i64::from(self.depth),
+            nresilience.potential_attempts = i64::from(self.potential_attempts),
             nresilience.attempts = field::Empty,
             nresilience.outcome = field::Empty,
         );
@@ -704,12 +728,9 @@ enum Decision {
 /// with it (H4). A refusal or a deadline is an error whatever the last attempt returned.
 /// The call's deadline: its policy's, or the caller's when the request being served says the
 /// caller gives up sooner and the policy inherits it.
-fn deadline(policy: &RetryPolicy, now: Instant) -> Option<Instant> {
+fn deadline(policy: &RetryPolicy, now: Instant, inbound: &Inbound) -> Option<Instant> {
     let own = policy.deadline().map(|d| clock::after(now, d));
-    let inbound = policy
-        .inherits_deadline()
-        .then(crate::chain::inherited_deadline)
-        .flatten();
+    let inbound = inbound.deadline.filter(|_| policy.inherits_deadline());
     match (own, inbound) {
         (Some(own), Some(inbound)) => Some(own.min(inbound)),
         (own, inbound) => own.or(inbound),
