@@ -2,14 +2,16 @@
 
 use http::header::{HeaderMap, HeaderName};
 use nresilience_core::chain::{
-    self, deadline_ms, Inbound, ATTEMPTS_HEADER, DEADLINE_HEADER, DEPTH_HEADER,
+    self, deadline_ms, Inbound, ATTEMPTS_HEADER, CRITICALITY_HEADER, DEADLINE_HEADER, DEPTH_HEADER,
 };
 use nresilience_core::clock;
+use nresilience_core::Criticality;
 
 /// The chain headers' names, parsed once.
 pub(crate) static DEADLINE: HeaderName = HeaderName::from_static(DEADLINE_HEADER);
 static DEPTH: HeaderName = HeaderName::from_static(DEPTH_HEADER);
 static ATTEMPTS: HeaderName = HeaderName::from_static(ATTEMPTS_HEADER);
+static CRITICALITY: HeaderName = HeaderName::from_static(CRITICALITY_HEADER);
 
 /// The caller's word, when the request carries any: how long it will still wait, counted
 /// from now, how deep in the chain the request is, and how many attempts could reach it. A
@@ -18,7 +20,8 @@ pub(crate) fn read(headers: &HeaderMap) -> Option<Inbound> {
     let left = one(headers, &DEADLINE, deadline_ms);
     let depth = one(headers, &DEPTH, chain::depth);
     let attempts = one(headers, &ATTEMPTS, chain::attempts);
-    if left.is_none() && depth.is_none() && attempts.is_none() {
+    let criticality = one(headers, &CRITICALITY, Criticality::from_header);
+    if left.is_none() && depth.is_none() && attempts.is_none() && criticality.is_none() {
         return None;
     }
     let deadline = left.map(|left| chain::deadline_from(clock::now(), left));
@@ -26,7 +29,8 @@ pub(crate) fn read(headers: &HeaderMap) -> Option<Inbound> {
         Inbound::new()
             .deadline(deadline)
             .depth(depth.unwrap_or(0))
-            .attempts(attempts.unwrap_or(1)),
+            .attempts(attempts.unwrap_or(1))
+            .criticality(criticality),
     )
 }
 
@@ -43,7 +47,7 @@ fn one<T>(headers: &HeaderMap, name: &HeaderName, parse: impl Fn(&[u8]) -> Optio
 /// Removes every header through which a caller speaks to this hop, for an edge that does
 /// not trust its callers.
 pub(crate) fn remove(headers: &mut HeaderMap) {
-    for name in [&DEADLINE, &DEPTH, &ATTEMPTS] {
+    for name in [&DEADLINE, &DEPTH, &ATTEMPTS, &CRITICALITY] {
         if headers.remove(name).is_some() {
             tracing::debug!(header = %name, "removed an inbound chain header: this hop ignores it");
         }
@@ -88,6 +92,7 @@ mod tests {
         let mut headers = with(&[b"40"]);
         headers.insert(&DEPTH, HeaderValue::from_static("3"));
         headers.insert(&ATTEMPTS, HeaderValue::from_static("64"));
+        headers.insert(&CRITICALITY, HeaderValue::from_static("critical"));
         remove(&mut headers);
         assert!(headers.is_empty());
     }
@@ -102,6 +107,18 @@ mod tests {
         assert_eq!(read(&headers).unwrap().attempts, 64);
         headers.insert(&DEPTH, HeaderValue::from_static("0"));
         assert_eq!(read(&headers).unwrap().depth, 0, "garbled: no depth");
+    }
+
+    #[test]
+    fn c3_criticality_is_read_exactly() {
+        let mut headers = HeaderMap::new();
+        headers.insert(&CRITICALITY, HeaderValue::from_static("sheddable"));
+        assert_eq!(
+            read(&headers).unwrap().criticality,
+            Some(Criticality::Sheddable)
+        );
+        headers.insert(&CRITICALITY, HeaderValue::from_static("SHEDDABLE"));
+        assert_eq!(read(&headers), None, "no usable word at all");
     }
 
     proptest! {

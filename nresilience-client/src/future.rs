@@ -382,6 +382,7 @@ where
     let facts = ChainFacts {
         depth: this.call.depth(),
         potential_attempts: this.call.potential_attempts(),
+        criticality: this.call.criticality(),
         timeout: *this.attempt_timeout,
     };
     stamp_chain(request.headers_mut(), facts);

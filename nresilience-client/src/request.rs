@@ -7,8 +7,11 @@ use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
-use nresilience_core::chain::{deadline_value, ATTEMPTS_HEADER, DEADLINE_HEADER, DEPTH_HEADER};
+use nresilience_core::chain::{
+    deadline_value, ATTEMPTS_HEADER, CRITICALITY_HEADER, DEADLINE_HEADER, DEPTH_HEADER,
+};
 use nresilience_core::nesting::{MARKER_HEADER, MARKER_VALUE};
+use nresilience_core::Criticality;
 
 /// The marker's name, parsed once.
 pub(crate) const MARKER: HeaderName = HeaderName::from_static(MARKER_HEADER);
@@ -20,6 +23,7 @@ pub(crate) const MARKED: HeaderValue = HeaderValue::from_static(MARKER_VALUE);
 const DEADLINE: HeaderName = HeaderName::from_static(DEADLINE_HEADER);
 const DEPTH: HeaderName = HeaderName::from_static(DEPTH_HEADER);
 const ATTEMPTS: HeaderName = HeaderName::from_static(ATTEMPTS_HEADER);
+const CRITICALITY: HeaderName = HeaderName::from_static(CRITICALITY_HEADER);
 
 /// What an attempt tells the hop it reaches about the chain above.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +34,8 @@ pub(crate) struct ChainFacts {
     pub(crate) potential_attempts: u32,
     /// How long the caller waits for this attempt.
     pub(crate) timeout: Option<Duration>,
+    /// How much the caller waits on the call.
+    pub(crate) criticality: Criticality,
 }
 
 /// gRPC's own per-call deadline.
@@ -43,6 +49,10 @@ const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 pub(crate) fn stamp_chain(headers: &mut HeaderMap, call: ChainFacts) {
     headers.insert(DEPTH, HeaderValue::from(call.depth));
     headers.insert(ATTEMPTS, HeaderValue::from(call.potential_attempts));
+    headers.insert(
+        CRITICALITY,
+        HeaderValue::from_static(call.criticality.as_str()),
+    );
     let Some(timeout) = call.timeout else {
         return;
     };
@@ -129,14 +139,16 @@ mod tests {
         stamp_chain(&mut headers, facts(None));
         assert_eq!(headers[DEPTH_HEADER], "2");
         assert_eq!(headers[ATTEMPTS_HEADER], "16");
+        assert_eq!(headers[CRITICALITY_HEADER], "sheddable");
     }
 
-    /// A call at depth 2 below a 4-attempt caller, itself of 4 attempts.
+    /// A sheddable call at depth 2 below a 4-attempt caller, itself of 4 attempts.
     fn facts(timeout: Option<Duration>) -> ChainFacts {
         ChainFacts {
             depth: 2,
             potential_attempts: 16,
             timeout,
+            criticality: Criticality::Sheddable,
         }
     }
 

@@ -324,6 +324,7 @@ fn attempt_span(
     let facts = ChainFacts {
         depth: call.depth(),
         potential_attempts: call.potential_attempts(),
+        criticality: call.criticality(),
         timeout: attempt.timeout(),
     };
     stamp_chain(request.headers_mut(), facts);

@@ -13,3 +13,55 @@ pub enum Criticality {
     /// it leaves at least half of the bucket behind.
     Sheddable,
 }
+
+impl Criticality {
+    /// The value of `x-nresilience-criticality`: `critical`, `normal` or `sheddable`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Criticality::Critical => "critical",
+            Criticality::Normal => "normal",
+            Criticality::Sheddable => "sheddable",
+        }
+    }
+
+    /// The criticality an `x-nresilience-criticality` value names, exactly as
+    /// [`as_str`](Self::as_str) writes it; any other value is `None`.
+    ///
+    /// ```
+    /// use nresilience_core::Criticality;
+    ///
+    /// assert_eq!(Criticality::from_header(b"sheddable"), Some(Criticality::Sheddable));
+    /// assert_eq!(Criticality::from_header(b"Sheddable"), None);
+    /// ```
+    pub fn from_header(value: &[u8]) -> Option<Self> {
+        [
+            Criticality::Critical,
+            Criticality::Normal,
+            Criticality::Sheddable,
+        ]
+        .into_iter()
+        .find(|criticality| criticality.as_str().as_bytes() == value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c3_every_criticality_reads_back_and_nothing_else_does() {
+        for criticality in [
+            Criticality::Critical,
+            Criticality::Normal,
+            Criticality::Sheddable,
+        ] {
+            assert_eq!(
+                Criticality::from_header(criticality.as_str().as_bytes()),
+                Some(criticality)
+            );
+        }
+        for value in [&b""[..], b"NORMAL", b" normal", b"normal ", b"low", b"\xff"] {
+            assert_eq!(Criticality::from_header(value), None, "{value:?}");
+        }
+    }
+}

@@ -1,5 +1,6 @@
-//! The chain's signals through the executor (SPEC C1, C6): an answer that says its hop
-//! refused for overload, or retried already, ends the call at once with that answer.
+//! The chain rules through the executor (SPEC C1, C3, C6): an answer that says its hop
+//! refused for overload, or retried already, ends the call at once with that answer; a
+//! policy may take its criticality from the request being served.
 
 #![allow(clippy::unwrap_used)]
 
@@ -7,7 +8,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use nresilience_core::breaker::{BreakerOptions, BreakerState, CircuitBreaker};
-use nresilience_core::{clock, Backoff, RetryPolicy, StopReason, Verdict};
+use nresilience_core::chain::{self, Inbound};
+use nresilience_core::{
+    clock, Backoff, BudgetOptions, Criticality, RetryBudget, RetryPolicy, StopReason, Verdict,
+};
 
 /// Runs a call whose every attempt answers `503` classified as `verdict`; returns the
 /// answer and how many attempts ran.
@@ -34,7 +38,7 @@ async fn c1_an_overloaded_answer_is_returned_after_one_attempt_spending_and_depo
     let bucket = Arc::clone(policy.bucket(now).unwrap());
     // Half full, so that a deposit would show.
     while bucket.balance(now) > bucket.capacity() / 2.0 {
-        assert!(bucket.try_withdraw(now, nresilience_core::Criticality::Normal));
+        assert!(bucket.try_withdraw(now, Criticality::Normal));
     }
     let before = bucket.balance(now);
     let (result, ran) = answered(&policy, Verdict::Overloaded).await;
@@ -83,4 +87,69 @@ fn c1_c6_the_outcomes_are_named() {
     assert_eq!(Verdict::Overloaded.as_str(), "overloaded");
     assert!(!Verdict::Overloaded.is_retryable());
     assert!(!Verdict::RetriedBelow.is_retryable());
+}
+
+/// Retries a 10-token bucket funds for 20 failing calls of two attempts each, run while
+/// serving a request that said `said`.
+async fn retries_funded(policy: &RetryPolicy, said: Option<Criticality>) -> usize {
+    let inbound = Inbound::new().criticality(said);
+    let mut retried = 0;
+    for _ in 0..20 {
+        let ran = AtomicU32::new(0);
+        let call = policy.execute(|_| {
+            ran.fetch_add(1, Ordering::Relaxed);
+            async { Err::<(), ()>(()) }
+        });
+        let _ = chain::serving(inbound, call).await;
+        retried += ran.into_inner() as usize - 1;
+    }
+    retried
+}
+
+fn ten_token_policy(ambient: bool) -> RetryPolicy {
+    let budget = RetryBudget::automatic().with_options(
+        BudgetOptions::default()
+            .minimum_per_second(0.0)
+            .capacity(10.0),
+    );
+    RetryPolicy::builder()
+        .backoff(Backoff::none())
+        .attempt_ceiling(None)
+        .max_attempts(2)
+        .budget(budget)
+        .ambient_criticality(ambient)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn c3_an_ambient_policy_takes_the_requests_criticality() {
+    // Sheddable, as the request says: half the bucket is left behind (B9).
+    assert_eq!(
+        retries_funded(&ten_token_policy(true), Some(Criticality::Sheddable)).await,
+        5
+    );
+    // The request says nothing: the policy's own, Normal.
+    assert_eq!(retries_funded(&ten_token_policy(true), None).await, 10);
+    // A policy that does not take it ignores what the request says.
+    assert_eq!(
+        retries_funded(&ten_token_policy(false), Some(Criticality::Sheddable)).await,
+        10
+    );
+}
+
+#[test]
+fn c3_ambient_criticality_without_retries_or_a_budget_is_refused_at_build() {
+    let single = RetryPolicy::builder()
+        .max_attempts(1)
+        .ambient_criticality(true)
+        .build()
+        .unwrap_err();
+    assert!(single.reason().contains("ambient_criticality"), "{single}");
+    let unbudgeted = RetryPolicy::builder()
+        .budget(RetryBudget::None)
+        .ambient_criticality(true)
+        .build()
+        .unwrap_err();
+    assert!(unbudgeted.reason().contains("budget"), "{unbudgeted}");
 }

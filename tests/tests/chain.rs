@@ -16,7 +16,9 @@ use axum::routing::get;
 use axum::Router;
 use nresilience_axum::{CallFailed, NestedRetryLayer};
 use nresilience_client::{Client, HttpClassifier};
-use nresilience_core::chain::{DEADLINE_HEADER, OVERLOADED_HEADER, RETRIED_HEADER};
+use nresilience_core::chain::{
+    CRITICALITY_HEADER, DEADLINE_HEADER, OVERLOADED_HEADER, RETRIED_HEADER,
+};
 use nresilience_core::{
     Backoff, BudgetOptions, Jitter, RetryBudget, RetryPolicy, RetryPolicyBuilder,
 };
@@ -199,18 +201,31 @@ async fn c1_c7_a_bare_5xx_after_a_refusal_gets_the_overload_signal_from_the_laye
     assert_eq!(sent, 4, "opted out: retried as any 5xx");
 }
 
-/// A db that fails every request with a bare `500`, noting the deadline each carried.
-async fn deadline_noting_db(seen: Arc<Mutex<Vec<u64>>>) -> SocketAddr {
-    async fn fail(State(seen): State<Arc<Mutex<Vec<u64>>>>, headers: HeaderMap) -> StatusCode {
-        let told = headers
-            .get(DEADLINE_HEADER)
+/// What a noting db saw of one header, a value per request (`-` when absent).
+type Noted = Arc<Mutex<Vec<String>>>;
+
+/// A db that fails every request with a bare `500`, noting `header` on each.
+async fn noting_db(header: &'static str) -> (SocketAddr, Noted) {
+    let noted = Noted::default();
+    let seen = Arc::clone(&noted);
+    let fail = move |headers: HeaderMap| async move {
+        let value = headers
+            .get(header)
             .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(u64::MAX);
-        seen.lock().unwrap().push(told);
+            .unwrap_or("-");
+        seen.lock().unwrap().push(value.to_owned());
         StatusCode::INTERNAL_SERVER_ERROR
-    }
-    serve(Router::new().route("/", get(fail)).with_state(seen)).await
+    };
+    (serve(Router::new().route("/", get(fail))).await, noted)
+}
+
+fn millis(noted: &Noted) -> Vec<u64> {
+    noted
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|value| value.parse().unwrap_or(u64::MAX))
+        .collect()
 }
 
 /// Sends `GET {path}` with `headers` over a plain connection, as a caller that is not an
@@ -227,8 +242,7 @@ async fn raw_get(addr: SocketAddr, path: &str, headers: &str) -> String {
 
 #[tokio::test]
 async fn c2_a_backend_gives_up_with_its_caller_and_passes_the_time_left_on() {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let db = deadline_noting_db(Arc::clone(&seen)).await;
+    let (db, seen) = noting_db(DEADLINE_HEADER).await;
     // Four attempts 300 ms apart: over 900 ms for a caller with time.
     let policy = RetryPolicy::builder()
         .max_attempts(4)
@@ -241,7 +255,7 @@ async fn c2_a_backend_gives_up_with_its_caller_and_passes_the_time_left_on() {
 
     let status = raw_get(backend, "/bare", "x-nresilience-deadline-ms: 400\r\n").await;
     assert!(status.contains("502"), "{status}");
-    let told = seen.lock().unwrap().clone();
+    let told = millis(&seen);
     // The first retry ends before 400 ms; a second would not, so it is never made.
     assert_eq!(told.len(), 2, "{told:?}");
     assert!(told[0] <= 400 && told[0] > 300, "{told:?}");
@@ -250,7 +264,7 @@ async fn c2_a_backend_gives_up_with_its_caller_and_passes_the_time_left_on() {
     seen.lock().unwrap().clear();
     let status = raw_get(backend, "/bare", "").await;
     assert!(status.contains("502"), "{status}");
-    let told = seen.lock().unwrap().clone();
+    let told = millis(&seen);
     assert_eq!(
         told.len(),
         4,
@@ -292,4 +306,23 @@ async fn c5_a_hop_that_calls_itself_stops_at_the_loop_guard() {
     // The first request (no depth) and one per depth from 1 to 16, each sent once: the
     // guard's answer at depth 17 carries the overload signal, so no hop retried it.
     assert_eq!(requests.load(Ordering::Relaxed), 17);
+}
+
+#[tokio::test]
+async fn c3_an_ambient_backend_passes_its_callers_criticality_on() {
+    let (db, seen) = noting_db(CRITICALITY_HEADER).await;
+    let ambient = RetryPolicy::builder()
+        .max_attempts(2)
+        .backoff(Backoff::none())
+        .ambient_criticality(true)
+        .build()
+        .unwrap();
+    let (backend, _) = backend(ambient, db).await;
+    raw_get(backend, "/bare", "x-nresilience-criticality: sheddable\r\n").await;
+    raw_get(backend, "/bare", "").await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["sheddable", "sheddable", "normal", "normal"],
+        "the caller's, then the policy's own when the caller says none"
+    );
 }

@@ -7,6 +7,7 @@ use tokio::task::futures::TaskLocalFuture;
 
 use super::signal::decimal;
 use crate::clock;
+use crate::criticality::Criticality;
 
 tokio::task_local! {
     static INBOUND: Inbound;
@@ -30,6 +31,9 @@ pub struct Inbound {
     /// The most attempts the calls above could make to reach this hop, multiplied down the
     /// chain: `16` below two 4-attempt clients.
     pub attempts: u32,
+    /// How much the caller is waiting on the answer, for policies that take it from the
+    /// request ([`RetryPolicyBuilder::ambient_criticality`](crate::RetryPolicyBuilder::ambient_criticality)).
+    pub criticality: Option<Criticality>,
 }
 
 impl Inbound {
@@ -39,7 +43,14 @@ impl Inbound {
             deadline: None,
             depth: 0,
             attempts: 1,
+            criticality: None,
         }
+    }
+
+    /// How much the caller is waiting on the answer.
+    pub const fn criticality(mut self, criticality: Option<Criticality>) -> Self {
+        self.criticality = criticality;
+        self
     }
 
     /// The instant the caller stops waiting.

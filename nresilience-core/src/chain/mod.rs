@@ -51,6 +51,10 @@ pub const DEADLINE_HEADER: &str = "x-nresilience-deadline-ms";
 /// calls out, one more at each hop below.
 pub const DEPTH_HEADER: &str = "x-nresilience-depth";
 
+/// The header that says how much the caller is waiting on the answer: `critical`, `normal`
+/// or `sheddable`.
+pub const CRITICALITY_HEADER: &str = "x-nresilience-criticality";
+
 /// The header that says how many attempts the calls above could make to reach the hop a
 /// request goes to: each hop multiplies it by its call's maximum attempts.
 pub const ATTEMPTS_HEADER: &str = "x-nresilience-attempts";

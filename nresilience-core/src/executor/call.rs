@@ -84,6 +84,7 @@ use crate::budget::TokenBucket;
 use crate::chain::learned;
 use crate::chain::{self, Inbound};
 use crate::clock;
+use crate::criticality::Criticality;
 use crate::executor::error::{CallRejected, LastAttempt, RejectReason, RetryError, StopReason};
 use crate::executor::policy::{Estimate, RetryPolicy};
 use crate::executor::verdict::Verdict;
@@ -240,6 +241,9 @@ pub struct Call<E> {
     depth: u32,
     /// The attempts that could reach the dependency through this call and the calls above.
     potential_attempts: u32,
+    /// How much the caller waits on this call: the policy's, or the request's when the
+    /// policy takes it from there (B9).
+    criticality: Criticality,
 }
 
 impl<E> Call<E> {
@@ -283,6 +287,10 @@ impl<E> Call<E> {
             deadline: deadline(policy, now, &inbound),
             depth: inbound.depth.saturating_add(1),
             potential_attempts: inbound.attempts.saturating_mul(max_attempts),
+            criticality: inbound
+                .criticality
+                .filter(|_| policy.ambient_criticality())
+                .unwrap_or(policy.criticality()),
             max_attempts,
             attempts: 0,
             attempt_started: now,
@@ -330,6 +338,12 @@ impl<E> Call<E> {
     /// The bucket this call is charged to.
     pub fn bucket(&self) -> Option<&Arc<TokenBucket>> {
         self.bucket.as_ref()
+    }
+
+    /// How much the caller waits on this call, for `x-nresilience-criticality`: the policy's,
+    /// or the request's when the policy takes it from there.
+    pub fn criticality(&self) -> Criticality {
+        self.criticality
     }
 
     /// This call's depth in the chain, for `x-nresilience-depth`: one more than the request
@@ -520,7 +534,7 @@ impl<E> Call<E> {
         // This process's own refusals cost the budget nothing (B8); the server's throttles do.
         if !verdict.is_self_imposed() {
             if let Some(bucket) = &self.bucket {
-                if !bucket.try_withdraw(now, self.policy.criticality()) {
+                if !bucket.try_withdraw(now, self.criticality) {
                     return Decision::Refuse(RejectReason::BudgetExhausted);
                 }
                 self.token = true;
@@ -600,7 +614,7 @@ impl<E> Call<E> {
             RejectReason::BudgetExhausted => self
                 .bucket
                 .as_ref()
-                .and_then(|b| b.retry_after_for(now, self.policy.criticality())),
+                .and_then(|b| b.retry_after_for(now, self.criticality)),
             RejectReason::BreakerOpen => self
                 .policy
                 .circuit_breaker()

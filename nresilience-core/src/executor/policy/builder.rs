@@ -31,6 +31,7 @@ pub(super) fn default_config() -> Config {
         backoff: Backoff::default(),
         budget: RetryBudget::automatic(),
         criticality: Criticality::Normal,
+        ambient_criticality: false,
         rejection_pause: Duration::from_millis(100),
         rate_limiter: None,
         circuit_breaker: None,
@@ -114,6 +115,16 @@ impl RetryPolicyBuilder {
         self
     }
 
+    /// Whether a call takes its criticality from the request being served
+    /// (`x-nresilience-criticality`, read by the server layer), falling back to
+    /// [`criticality`](Self::criticality) when the request says none: a backfill two hops up
+    /// stays sheddable here. Only a policy that retries under a budget has a use for it, so
+    /// `build` refuses it with one attempt or no budget. Defaults to `false`.
+    pub fn ambient_criticality(mut self, ambient: bool) -> Self {
+        self.config.ambient_criticality = ambient;
+        self
+    }
+
     /// The pause before a refusal by the budget or a breaker is returned, never past the
     /// deadline: a caller that retries at once on a refusal is slowed to one try per pause.
     /// Defaults to 100 ms.
@@ -161,6 +172,13 @@ impl RetryPolicyBuilder {
         if c.attempt_timeout.is_some_and(|d| d.is_zero()) {
             return Err(InvalidPolicy::new(
                 "attempt_timeout must be longer than zero; use None for no timeout".to_owned(),
+            ));
+        }
+        if c.ambient_criticality && (c.max_attempts == 1 || c.budget == RetryBudget::None) {
+            return Err(InvalidPolicy::new(
+                "ambient_criticality only decides when a budget refuses a retry: it needs \
+                 max_attempts above 1 and a budget"
+                    .to_owned(),
             ));
         }
         c.backoff.validate()?;

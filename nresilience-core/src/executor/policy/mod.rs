@@ -92,6 +92,7 @@ struct Config {
     backoff: Backoff,
     budget: RetryBudget,
     criticality: Criticality,
+    ambient_criticality: bool,
     rejection_pause: Duration,
     rate_limiter: Option<Shared<RateLimiter>>,
     circuit_breaker: Option<Shared<CircuitBreaker>>,
@@ -168,6 +169,11 @@ impl RetryPolicy {
     /// The criticality of the policy's calls.
     pub fn criticality(&self) -> Criticality {
         self.inner.config.criticality
+    }
+
+    /// Whether a call takes its criticality from the request being served.
+    pub fn ambient_criticality(&self) -> bool {
+        self.inner.config.ambient_criticality
     }
 
     /// The policy's own bucket, created full at `now` on first use; `None` when the budget
