@@ -135,6 +135,27 @@ impl fmt::Display for CallFailed {
 
 impl std::error::Error for CallFailed {}
 
+/// The same answer for a gRPC server: `UNAVAILABLE` with the chain's signal as metadata, and
+/// for an overload `grpc-retry-pushback-ms: -1`, which asks any gRPC client not to retry;
+/// `DEADLINE_EXCEEDED` when out of time.
+#[cfg(feature = "grpc")]
+impl From<CallFailed> for tonic::Status {
+    fn from(failed: CallFailed) -> Self {
+        let code = if failed.reason == StopReason::DeadlineExceeded {
+            tonic::Code::DeadlineExceeded
+        } else {
+            tonic::Code::Unavailable
+        };
+        let mut headers = failed.headers();
+        headers.remove(RETRY_AFTER);
+        if failed.is_overloaded() {
+            headers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("-1"));
+        }
+        let metadata = tonic::metadata::MetadataMap::from_headers(headers);
+        tonic::Status::with_metadata(code, failed.to_string(), metadata)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -197,6 +218,28 @@ mod tests {
             .into();
         assert_eq!(late.status(), StatusCode::GATEWAY_TIMEOUT);
         assert!(late.headers().is_empty());
+    }
+
+    #[cfg(feature = "grpc")]
+    #[tokio::test(start_paused = true)]
+    async fn c1_c6_a_grpc_server_answers_unavailable_with_the_signal_as_metadata() {
+        let options = BudgetOptions::default()
+            .minimum_per_second(0.0)
+            .capacity(1.0);
+        let budget = RetryBudget::automatic().with_options(options);
+        let refused = tonic::Status::from(failed(RetryPolicy::builder().budget(budget)).await);
+        assert_eq!(refused.code(), tonic::Code::Unavailable);
+        let metadata = refused.metadata();
+        assert_eq!(metadata.get("grpc-retry-pushback-ms").unwrap(), "-1");
+        assert_eq!(metadata.get(OVERLOADED_HEADER).unwrap(), "1");
+
+        let retried = RetryPolicy::builder()
+            .max_attempts(4)
+            .budget(RetryBudget::None);
+        let retried = tonic::Status::from(failed(retried).await);
+        assert_eq!(retried.code(), tonic::Code::Unavailable);
+        assert_eq!(retried.metadata().get(RETRIED_HEADER).unwrap(), "4");
+        assert!(retried.metadata().get("grpc-retry-pushback-ms").is_none());
     }
 
     #[test]

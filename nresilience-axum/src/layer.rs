@@ -154,6 +154,10 @@ where
         if marked {
             request.extensions_mut().insert(RetryMarker::new());
         }
+        if let Some(told) = told {
+            // Task-locals do not cross `tokio::spawn`; the extension does.
+            request.extensions_mut().insert(told);
+        }
         let inner = &mut self.inner;
         match (marked, told) {
             (false, None) => ResponseFuture::unmarked(inner.call(request)),

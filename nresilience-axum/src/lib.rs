@@ -45,8 +45,9 @@
 //! Outside anything that calls out. With axum, `Router::layer` wraps the routes added before
 //! it: call it after the last route. The layer is generic over `http::Request<B>`, so the same
 //! value serves `axum::Router::layer`, `tonic::transport::Server::builder().layer(..)` and a
-//! plain hyper service (`NestedRetryLayer::new().layer(service)`). It adds no error of its own
-//! and leaves responses alone.
+//! plain hyper service (`NestedRetryLayer::new().layer(service)`). It adds no error of its own;
+//! it touches a response only to add the chain's signal to a `5xx` (below) and answers by
+//! itself only a request that is deeper than it allows.
 //!
 //! # What it reads
 //!
@@ -56,10 +57,29 @@
 //! lower-case over HTTP/2 and gRPC metadata. Any other value, or one that is not visible ASCII,
 //! is no marker: a `debug` event, never a rejected request.
 //!
+//! # The chain rules
+//!
+//! The layer also makes its hop behave as part of one system with the hops around it
+//! ([`nresilience_core::chain`]):
+//!
+//! - It reads what the caller said — how long it will wait (`x-nresilience-deadline-ms`), how
+//!   deep the request is (`x-nresilience-depth`), how many attempts could reach it
+//!   (`x-nresilience-attempts`), how much it matters (`x-nresilience-criticality`) — and runs
+//!   the handler with it: its retrying calls give up with the caller, report the worst case
+//!   when nested, and may take the caller's criticality. A value that does not parse, or a
+//!   header sent twice, is no value: never an error.
+//! - A request deeper than [`NestedRetryLayer::max_depth`] (16) is answered `508 Loop
+//!   Detected` with the overload signal, and the handler does not run.
+//! - When the handler answers a `5xx`, the layer adds what the calls made while serving it
+//!   learned: `x-nresilience-overloaded: 1` (and `Retry-After`) if one was refused by its
+//!   budget or breaker, else `x-nresilience-retried: N` if one failed after retrying. The
+//!   caller's nresilience client then does not retry the answer. A handler may instead answer
+//!   with [`CallFailed`] through `?`.
+//!
 //! # Trust boundary
 //!
-//! A public client can send the marker too. On an edge service, use
-//! [`NestedRetryLayer::ignore_inbound`]: the marker is ignored and removed from the request.
+//! A public client can send the marker and the chain's headers too. On an edge service, use
+//! [`NestedRetryLayer::ignore_inbound`]: they are ignored and removed from the request.
 //!
 //! # Spawned tasks and response bodies
 //!
@@ -67,12 +87,15 @@
 //! cross `tokio::spawn`, and a streaming response body is polled after that future has
 //! finished: a marked request therefore also carries a [`RetryMarker`] in its extensions, whose
 //! [`scope`](RetryMarker::scope) runs a spawned task — one that feeds a streaming body, say — in
-//! the same context.
+//! the same context; and a request whose caller said anything of the chain carries it as a
+//! [`chain::Inbound`](nresilience_core::chain::Inbound) extension, for
+//! [`chain::serving`](nresilience_core::chain::serving).
 //!
 //! # Cost
 //!
-//! An unmarked request costs one header lookup: no allocation, no box, no event. A marked one
-//! adds the extension (one small map) and the task-local scope. axum's `Router::layer` boxes
+//! A request with neither marker nor chain headers costs their lookups and a task-local
+//! scope that learns how its calls end: no allocation, no box, no event. A marked one adds
+//! the extension (one small map) and the nesting scope. axum's `Router::layer` boxes
 //! every route again, whatever the layer; where that matters, wrap the whole router instead
 //! (`BENCHMARKS.md` has the figures):
 //!

@@ -2,6 +2,7 @@
 //! sockets on 127.0.0.1.
 
 mod axum_router;
+mod chain_headers;
 mod hyper_service;
 mod support;
 mod tonic_server;

@@ -1,0 +1,78 @@
+//! Whatever a peer puts in the chain's headers, the layer never panics and never answers in
+//! the handler's place, except a request whose depth is past the loop guard (SPEC C2–C5).
+
+#![allow(clippy::unwrap_used)]
+
+use std::convert::Infallible;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, Request, Response, StatusCode};
+use nresilience_axum::NestedRetryLayer;
+use nresilience_core::chain;
+use proptest::prelude::*;
+use tower::{service_fn, Layer, ServiceExt};
+
+const HEADERS: [&str; 5] = [
+    "x-nresilience-deadline-ms",
+    "x-nresilience-depth",
+    "x-nresilience-attempts",
+    "x-nresilience-criticality",
+    "x-nresilience-retrying",
+];
+
+/// What the layer answers a request carrying `values` (by header, each possibly repeated).
+fn answer(values: &[Vec<Vec<u8>>]) -> StatusCode {
+    let mut request = Request::get("/").body(Body::empty()).unwrap();
+    for (name, values) in HEADERS.iter().zip(values) {
+        for value in values {
+            if let Ok(value) = HeaderValue::from_bytes(value) {
+                request.headers_mut().append(*name, value);
+            }
+        }
+    }
+    let handler =
+        service_fn(|_: Request<Body>| async { Ok::<_, Infallible>(Response::new(Body::empty())) });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(NestedRetryLayer::new().layer(handler).oneshot(request))
+        .unwrap()
+        .status()
+}
+
+/// Header values: digits, near-misses and arbitrary bytes, sometimes repeated.
+fn values() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    let value = prop_oneof![
+        "[0-9]{1,12}".prop_map(String::into_bytes),
+        "(critical|normal|sheddable|1| 1|-3|\\+4|1e3)".prop_map(String::into_bytes),
+        proptest::collection::vec(any::<u8>(), 0..16),
+    ];
+    proptest::collection::vec(value, 0..3)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn c2_c5_no_header_value_makes_an_error_answer(
+        values in proptest::collection::vec(values(), HEADERS.len())
+    ) {
+        let status = answer(&values);
+        // What reaches the layer: the values a header can carry.
+        let sent: Vec<&Vec<u8>> = values[1]
+            .iter()
+            .filter(|value| HeaderValue::from_bytes(value).is_ok())
+            .collect();
+        let depth = match sent.as_slice() {
+            [one] => chain::depth(one),
+            _ => None,
+        };
+        if depth.is_some_and(|depth| depth > 16) {
+            prop_assert_eq!(status, StatusCode::LOOP_DETECTED);
+        } else {
+            prop_assert_eq!(status, StatusCode::OK);
+        }
+    }
+}
