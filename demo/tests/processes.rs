@@ -1,6 +1,8 @@
-//! The chain as three processes (SPEC D1, N1, N4, N5): the marker crosses real process
-//! boundaries, so only the backend — serving the frontend's marked requests and retrying
-//! onwards — reports nested retries, and each hop stops cleanly on SIGINT.
+//! The chain as three processes (SPEC D1, N1, N4, N5, C5, C6): the marker crosses real
+//! process boundaries, so only the backend — serving the frontend's marked requests and
+//! retrying onwards — reports nested retries; a backend that retried is not retried by the
+//! frontend; a backend pointed at itself stops at the loop guard; and each hop stops
+//! cleanly on SIGINT.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,11 +24,16 @@ impl Hop {
     /// Starts `demo NAME` on a port of its own choosing, with db failing every request, and
     /// waits for the URL it prints.
     fn start(name: &'static str, upstream: Option<&str>) -> (Self, String) {
+        Self::start_on(name, "127.0.0.1:0", upstream)
+    }
+
+    /// Like [`start`](Self::start), listening on `listen`.
+    fn start_on(name: &'static str, listen: &str, upstream: Option<&str>) -> (Self, String) {
         let mut command = Command::new(env!("CARGO_BIN_EXE_demo"));
         command.args([
             name,
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--fault-start",
             "0",
             "--fault-length",
@@ -130,7 +137,9 @@ async fn n5_across_processes_only_the_backend_reports_nested_retries() {
     // Every backend request came marked from the frontend, which may retry (N1, N4), and the
     // backend's own call may retry: each is one nested retry (N5).
     let backend_requests = count(&backend, "requests");
-    assert!(backend_requests >= calls, "{backend}");
+    // The backend retried each call itself and said so on its 5xx answer: the frontend sent
+    // each call once, not up to four times (C6, C7).
+    assert_eq!(backend_requests, calls, "{backend}");
     assert_eq!(
         count(&backend, "NestedRetry"),
         backend_requests,
@@ -138,4 +147,29 @@ async fn n5_across_processes_only_the_backend_reports_nested_retries() {
     );
     assert_eq!(count(&db, "NestedRetry"), 0, "{db}");
     assert!(count(&db, "requests") > backend_requests, "{db} {backend}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c5_a_backend_pointed_at_itself_stops_at_the_loop_guard() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let itself = format!("http://{listen}/");
+    let (backend, url) = Hop::start_on("backend", &listen, Some(&itself));
+
+    let users = Client::new(RetryPolicy::builder().max_attempts(1).build().unwrap());
+    let answer = tokio::time::timeout(Duration::from_secs(30), users.get(url.as_str()))
+        .await
+        .expect("the loop ends")
+        .expect("the backend answers");
+    assert_eq!(answer.status(), 508);
+
+    let backend = backend.stop();
+    // The users' request (depth 1: their client stamps it) and one more at each depth to 16,
+    // each sent once: the 508 past depth 16 carries the overload signal, so no level retried
+    // it.
+    assert_eq!(count(&backend, "requests"), 16, "{backend}");
 }

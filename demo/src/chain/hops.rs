@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use http_body_util::BodyExt;
-use nresilience_axum::NestedRetryLayer;
+use nresilience_axum::{CallFailed, NestedRetryLayer};
 use nresilience_client::Client;
 use nresilience_core::StopReason;
 use opentelemetry_http::HeaderExtractor;
@@ -110,19 +110,24 @@ async fn forward(State(state): State<HopState>) -> Response {
         Err(error) => {
             if error.reason() == StopReason::BudgetExhausted {
                 state.stats.refused(state.hop);
-                StatusCode::SERVICE_UNAVAILABLE.into_response()
-            } else {
-                (StatusCode::BAD_GATEWAY, error.to_string()).into_response()
             }
+            // A refusal answers 503 overloaded, a failure after retries 502 retried: the
+            // caller's client retries neither (C1, C6).
+            CallFailed::from(error).into_response()
         }
     }
 }
 
-/// The layers every hop serves with: the nested-retry marker, outermost so everything that
-/// calls out runs inside it, and a server span continuing the caller's trace.
+/// The layers every hop serves with: the nested-retry marker and the chain's headers,
+/// outermost so everything that calls out runs inside it, and a server span continuing the
+/// caller's trace. The frontend faces the users: it trusts none of their headers.
 fn serve_layers(app: Router, hop: Hop) -> Router {
+    let nested = match hop {
+        Hop::Frontend => NestedRetryLayer::new().ignore_inbound(),
+        Hop::Backend | Hop::Db => NestedRetryLayer::new(),
+    };
     app.layer(axum::middleware::from_fn_with_state(hop, continue_trace))
-        .layer(NestedRetryLayer::new())
+        .layer(nested)
 }
 
 /// A server span per request whose parent is the caller's W3C trace context (N6).

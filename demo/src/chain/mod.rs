@@ -110,6 +110,9 @@ pub struct Summary {
     success_rate: f64,
     attempts: HopCounts,
     nested_retries: HopCounts,
+    /// The most attempts a `NestedRetry` at each hop said could reach the dependency
+    /// through it: the chain's worst case.
+    potential_attempts: HopCounts,
     budget_refusals: HopCounts,
     worst_db_second: Option<WorstSecond>,
 }
@@ -155,6 +158,7 @@ impl Summary {
             },
             attempts: HopCounts::of(|hop| stats.received_total(hop)),
             nested_retries: HopCounts::of(|hop| stats.nested_total(hop)),
+            potential_attempts: HopCounts::of(|hop| stats.potential_attempts(hop)),
             budget_refusals: HopCounts::of(|hop| stats.refusals(hop)),
             worst_db_second: stats
                 .worst_db_second(usize::try_from(args.duration).unwrap_or(usize::MAX))
@@ -169,6 +173,7 @@ impl Summary {
         let a = &self.attempts;
         let n = &self.nested_retries;
         let r = &self.budget_refusals;
+        let p = &self.potential_attempts;
         println!();
         println!(
             "budget {:?}: {} calls, {:.1} % succeeded",
@@ -187,6 +192,10 @@ impl Summary {
         println!(
             "  refusals      frontend {:>7}  backend {:>7}  db {:>7}",
             r.frontend, r.backend, r.db
+        );
+        println!(
+            "  potential amplification reported: up to {} attempts at db per user call",
+            p.frontend.max(p.backend).max(p.db)
         );
         if let Some(worst) = &self.worst_db_second {
             println!(
@@ -278,11 +287,16 @@ fn progress(stats: &Stats, second: usize) {
     let calls = stats.calls_in(second);
     let db = stats.received_in(Hop::Db, second);
     println!(
-        "t={second:>3}s  {calls:>5} calls/s  attempts: frontend {:>5}  backend {:>5}  db {:>5}  NestedRetry {:>6}  refusals {:>6}  db load ×{:.2}",
+        "t={second:>3}s  {calls:>5} calls/s  attempts: frontend {:>5}  backend {:>5}  db {:>5}  NestedRetry {:>6} (up to {:>2}×)  refusals {:>6}  db load ×{:.2}",
         stats.received_in(Hop::Frontend, second),
         stats.received_in(Hop::Backend, second),
         db,
         Hop::ALL.iter().map(|&h| stats.nested_total(h)).sum::<u64>(),
+        Hop::ALL
+            .iter()
+            .map(|&h| stats.potential_attempts(h))
+            .max()
+            .unwrap_or(0),
         Hop::ALL.iter().map(|&h| stats.refusals(h)).sum::<u64>(),
         if calls == 0 { 0.0 } else { db as f64 / calls as f64 },
     );

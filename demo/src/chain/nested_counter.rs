@@ -1,4 +1,5 @@
-//! Counts `NestedRetry` reports by hop, reading the policy name each span carries.
+//! Counts `NestedRetry` reports by hop, reading the policy name each span carries, and the
+//! largest potential amplification they report.
 
 use std::sync::Arc;
 
@@ -23,12 +24,24 @@ impl NestedCounter {
     }
 }
 
-struct PolicyField(Option<Hop>);
+/// The fields of a `NestedRetry` span the demo reads: the hop, by the policy's name, and
+/// the attempts that could reach the dependency through the nested call.
+#[derive(Default)]
+struct NestedFields {
+    hop: Option<Hop>,
+    potential_attempts: u64,
+}
 
-impl Visit for PolicyField {
+impl Visit for NestedFields {
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "nresilience.policy" {
-            self.0 = Hop::ALL.into_iter().find(|hop| hop.name() == value);
+            self.hop = Hop::ALL.into_iter().find(|hop| hop.name() == value);
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if field.name() == "nresilience.potential_attempts" {
+            self.potential_attempts = u64::try_from(value).unwrap_or(0);
         }
     }
 
@@ -38,10 +51,10 @@ impl Visit for PolicyField {
 impl<S: Subscriber> Layer<S> for NestedCounter {
     fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
         if attrs.metadata().name() == "NestedRetry" {
-            let mut policy = PolicyField(None);
-            attrs.record(&mut policy);
-            if let Some(hop) = policy.0 {
-                self.stats.nested(hop);
+            let mut fields = NestedFields::default();
+            attrs.record(&mut fields);
+            if let Some(hop) = fields.hop {
+                self.stats.nested(hop, fields.potential_attempts);
             }
         }
     }

@@ -45,6 +45,7 @@ pub struct Stats {
     failed: AtomicU64,
     refusals: [AtomicU64; 3],
     nested: [AtomicU64; 3],
+    potential_attempts: [AtomicU64; 3],
 }
 
 impl Stats {
@@ -58,6 +59,7 @@ impl Stats {
             failed: AtomicU64::new(0),
             refusals: Default::default(),
             nested: Default::default(),
+            potential_attempts: Default::default(),
         }
     }
 
@@ -99,9 +101,16 @@ impl Stats {
         self.refusals[hop.index()].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// `hop` reported a nested retry.
-    pub fn nested(&self, hop: Hop) {
+    /// Counts a `NestedRetry` report at `hop`, through whose call up to `potential_attempts`
+    /// attempts could reach the dependency.
+    pub fn nested(&self, hop: Hop, potential_attempts: u64) {
         self.nested[hop.index()].fetch_add(1, Ordering::Relaxed);
+        self.potential_attempts[hop.index()].fetch_max(potential_attempts, Ordering::Relaxed);
+    }
+
+    /// The largest potential amplification a `NestedRetry` at `hop` reported so far.
+    pub fn potential_attempts(&self, hop: Hop) -> u64 {
+        self.potential_attempts[hop.index()].load(Ordering::Relaxed)
     }
 
     /// Requests `hop` received in `second`.
