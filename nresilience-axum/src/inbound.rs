@@ -13,6 +13,15 @@ static DEPTH: HeaderName = HeaderName::from_static(DEPTH_HEADER);
 static ATTEMPTS: HeaderName = HeaderName::from_static(ATTEMPTS_HEADER);
 static CRITICALITY: HeaderName = HeaderName::from_static(CRITICALITY_HEADER);
 
+/// The prefix every header of the chain, the marker included, starts with.
+const PREFIX: &str = "x-nresilience-";
+
+/// Whether any header's name starts as the chain's do: a scan of the names, cheaper than a
+/// lookup of each by name when, as on most requests, there are none.
+pub(crate) fn any_chain_header(headers: &HeaderMap) -> bool {
+    headers.keys().any(|name| name.as_str().starts_with(PREFIX))
+}
+
 /// The caller's word, when the request carries any: how long it will still wait, counted
 /// from now, how deep in the chain the request is, and how many attempts could reach it. A
 /// value that does not parse, or a header sent twice, is no word at all.
@@ -76,6 +85,23 @@ mod tests {
         let now = clock::now();
         let inbound = read(&with(&[b"40"])).unwrap();
         assert_eq!(inbound.deadline, Some(now + Duration::from_millis(40)));
+    }
+
+    #[test]
+    fn every_chain_header_and_the_marker_share_the_prefix() {
+        for name in [
+            DEADLINE_HEADER,
+            DEPTH_HEADER,
+            ATTEMPTS_HEADER,
+            CRITICALITY_HEADER,
+            nresilience_core::nesting::MARKER_HEADER,
+        ] {
+            assert!(name.starts_with(PREFIX), "{name}");
+            let mut headers = HeaderMap::new();
+            headers.insert(HeaderName::from_static(name), HeaderValue::from_static("1"));
+            assert!(any_chain_header(&headers), "{name}");
+        }
+        assert!(!any_chain_header(&HeaderMap::new()));
     }
 
     #[test]

@@ -141,6 +141,11 @@ where
             inbound::remove(request.headers_mut());
             return ResponseFuture::unmarked(self.inner.call(request));
         }
+        // Most requests carry none of the chain's headers: one pass over the names, no
+        // lookup by name.
+        if !inbound::any_chain_header(request.headers()) {
+            return ResponseFuture::unmarked(self.inner.call(request));
+        }
         let told = inbound::read(request.headers());
         if let Some(depth) = told.map(|told| told.depth).filter(|&d| d > self.max_depth) {
             tracing::warn!(

@@ -47,8 +47,10 @@ const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 /// timeout or ceiling, so the callee's retrying calls give up no later. A gRPC request gets
 /// the same as its `grpc-timeout`, in milliseconds, replacing the one set for the whole call.
 pub(crate) fn stamp_chain(headers: &mut HeaderMap, call: ChainFacts) {
-    headers.insert(DEPTH, HeaderValue::from(call.depth));
-    headers.insert(ATTEMPTS, HeaderValue::from(call.potential_attempts));
+    // One growth of the map for the four, not one per insert.
+    headers.reserve(4);
+    headers.insert(DEPTH, small_number(call.depth));
+    headers.insert(ATTEMPTS, small_number(call.potential_attempts));
     headers.insert(
         CRITICALITY,
         HeaderValue::from_static(call.criticality.as_str()),
@@ -64,6 +66,22 @@ pub(crate) fn stamp_chain(headers: &mut HeaderMap, call: ChainFacts) {
         if let Ok(value) = HeaderValue::from_str(&value) {
             headers.insert(GRPC_TIMEOUT, value);
         }
+    }
+}
+
+/// `n` as a header value, without allocating for the depths and attempt counts real chains
+/// have.
+fn small_number(n: u32) -> HeaderValue {
+    const SMALL: [&str; 65] = [
+        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
+        "17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31",
+        "32", "33", "34", "35", "36", "37", "38", "39", "40", "41", "42", "43", "44", "45", "46",
+        "47", "48", "49", "50", "51", "52", "53", "54", "55", "56", "57", "58", "59", "60", "61",
+        "62", "63", "64",
+    ];
+    match usize::try_from(n).ok().and_then(|i| SMALL.get(i)) {
+        Some(text) => HeaderValue::from_static(text),
+        None => HeaderValue::from(n),
     }
 }
 
@@ -131,6 +149,13 @@ mod tests {
         stamp_chain(&mut headers, facts(Some(Duration::from_millis(250))));
         assert_eq!(headers["grpc-timeout"], "250m");
         assert_eq!(headers[DEADLINE_HEADER], "250");
+    }
+
+    #[test]
+    fn c4_small_numbers_are_written_as_any_number_is() {
+        for n in [0, 1, 9, 10, 16, 64, 65, 1_000, u32::MAX] {
+            assert_eq!(small_number(n), HeaderValue::from(n), "{n}");
+        }
     }
 
     #[test]
