@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 mod simulate;
 
-use clap::{Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, Subcommand};
 use demo::chain::{self, ChainArgs, Hop, Result, Stats};
 use demo::telemetry;
 
@@ -49,6 +50,15 @@ struct HopArgs {
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
+    let chain = match &cli.command {
+        Some(Command::Db(args) | Command::Backend(args) | Command::Frontend(args)) => &args.chain,
+        _ => &cli.chain,
+    };
+    if let Err(reason) = chain.validate() {
+        Cli::command()
+            .error(ErrorKind::ValueValidation, reason)
+            .exit();
+    }
     let stats = Arc::new(Stats::new());
     match cli.command {
         None => {
@@ -72,6 +82,11 @@ async fn serve_hop(hop: Hop, args: HopArgs, stats: Arc<Stats>) -> Result<()> {
             let upstream = args
                 .upstream
                 .ok_or_else(|| format!("{} needs --upstream URL", hop.name()))?;
+            if let Err(reason) = chain::parse_upstream(&upstream) {
+                Cli::command()
+                    .error(ErrorKind::ValueValidation, reason)
+                    .exit();
+            }
             let client = chain::hop_client(hop, args.chain.attempts, args.chain.budget)?;
             chain::hop_app(hop, Arc::clone(&stats), client, upstream)
         }

@@ -62,7 +62,46 @@ pub struct ChainArgs {
     pub json: bool,
 }
 
+/// The longest a run, a fault window or its start may be: a day.
+const MAX_SECONDS: u64 = 86_400;
+
 impl ChainArgs {
+    /// Refuses settings the chain cannot run with, saying which and why, before anything
+    /// starts: a value that would make every request fail or panic is a mistake to report,
+    /// not a run to make.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if !(0.0..=1.0).contains(&self.fault_error_rate) {
+            return Err(format!(
+                "--fault-error-rate must be a share from 0 to 1, got {}",
+                self.fault_error_rate
+            ));
+        }
+        if !(self.fault_slowdown.is_finite() && self.fault_slowdown >= 1.0) {
+            return Err(format!(
+                "--fault-slowdown must be a finite factor of at least 1 (1: no slowdown), got {}",
+                self.fault_slowdown
+            ));
+        }
+        for (flag, seconds) in [
+            ("--duration", self.duration),
+            ("--fault-start", self.fault_start),
+            ("--fault-length", self.fault_length),
+        ] {
+            if seconds > MAX_SECONDS {
+                return Err(format!(
+                    "{flag} must be at most {MAX_SECONDS} seconds (a day), got {seconds}"
+                ));
+            }
+        }
+        if self.rps == 0 {
+            return Err("--rps must be at least 1 call a second".to_owned());
+        }
+        if self.attempts == 0 {
+            return Err("--attempts must be at least 1 (the first attempt)".to_owned());
+        }
+        Ok(())
+    }
+
     /// db's fault window.
     pub fn faults(&self) -> Faults {
         Faults {
@@ -300,4 +339,18 @@ fn progress(stats: &Stats, second: usize) {
         Hop::ALL.iter().map(|&h| stats.refusals(h)).sum::<u64>(),
         if calls == 0 { 0.0 } else { db as f64 / calls as f64 },
     );
+}
+
+/// The upstream URL a hop calls, or why it cannot be one: an absolute `http://` URL with a
+/// host.
+pub fn parse_upstream(upstream: &str) -> std::result::Result<axum::http::Uri, String> {
+    let uri: axum::http::Uri = upstream
+        .parse()
+        .map_err(|error| format!("--upstream {upstream:?} is not a URL: {error}"))?;
+    if uri.scheme_str() != Some("http") || uri.host().is_none() {
+        return Err(format!(
+            "--upstream {upstream:?} must be an absolute http:// URL, such as http://127.0.0.1:7002/"
+        ));
+    }
+    Ok(uri)
 }

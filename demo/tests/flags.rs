@@ -1,0 +1,60 @@
+//! Settings the chain cannot run with are refused at start with the reason (SPEC D5).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+/// Runs the demo with `args`, expecting it to refuse them: its exit code and what it said.
+fn refused(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_demo"))
+        .args(args)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .expect("the demo binary runs");
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+    assert!(output.stdout.is_empty(), "nothing ran: {output:?}");
+    String::from_utf8(output.stderr).unwrap()
+}
+
+#[test]
+fn d5_values_that_would_fail_every_request_are_refused_with_the_reason() {
+    for (args, says) in [
+        (
+            &["--fault-error-rate", "NaN"][..],
+            "--fault-error-rate must be a share from 0 to 1",
+        ),
+        (
+            &["--fault-error-rate", "1.5"],
+            "--fault-error-rate must be a share from 0 to 1",
+        ),
+        (
+            &["--fault-slowdown", "inf"],
+            "--fault-slowdown must be a finite factor",
+        ),
+        (
+            &["--fault-slowdown=-1"],
+            "--fault-slowdown must be a finite factor",
+        ),
+        (
+            &["--fault-length", "18446744073709551615"],
+            "--fault-length must be at most 86400 seconds",
+        ),
+        (&["--rps", "0"], "--rps must be at least 1"),
+        (&["--attempts", "0"], "--attempts must be at least 1"),
+        (
+            &["db", "--fault-error-rate=-0.5"],
+            "--fault-error-rate must be a share",
+        ),
+    ] {
+        let said = refused(args);
+        assert!(said.contains(says), "{args:?}: {said}");
+    }
+}
+
+#[test]
+fn d5_an_upstream_that_is_not_an_http_url_is_refused() {
+    for upstream in ["not a url", "ftp://127.0.0.1/", "/relative"] {
+        let said = refused(&["backend", "--upstream", upstream]);
+        assert!(said.contains("--upstream"), "{upstream}: {said}");
+    }
+}
