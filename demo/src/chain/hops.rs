@@ -12,7 +12,7 @@ use axum::Router;
 use http_body_util::BodyExt;
 use nresilience_axum::{CallFailed, NestedRetryLayer};
 use nresilience_client::Client;
-use nresilience_core::StopReason;
+use nresilience_core::{chain, clock, StopReason};
 use opentelemetry_http::HeaderExtractor;
 use rand::Rng;
 use tracing::Instrument;
@@ -78,6 +78,10 @@ async fn db_query(State(db): State<DbState>) -> Response {
     }
 }
 
+/// The longest a hop reads an upstream's answer when its caller said nothing of its
+/// deadline: the hops' own call deadline.
+const BODY_LIMIT: Duration = Duration::from_secs(30);
+
 #[derive(Clone)]
 struct HopState {
     hop: Hop,
@@ -103,9 +107,24 @@ async fn forward(State(state): State<HopState>) -> Response {
     match state.client.get(state.upstream.as_str()).await {
         Ok(response) => {
             let status = response.status();
-            // Read the answer through so the connection goes back to the pool.
-            let _ = response.into_body().collect().await;
-            status.into_response()
+            // Read the answer through so the connection goes back to the pool, but no longer
+            // than the caller waits; a body that stalls or is cut short is no answer.
+            let limit = chain::inbound()
+                .and_then(|inbound| inbound.deadline)
+                .map_or(BODY_LIMIT, |deadline| {
+                    deadline.saturating_duration_since(clock::now())
+                });
+            match tokio::time::timeout(limit, response.into_body().collect()).await {
+                Ok(Ok(_)) => status.into_response(),
+                Ok(Err(_)) => (
+                    StatusCode::BAD_GATEWAY,
+                    "the upstream's answer was cut short",
+                )
+                    .into_response(),
+                Err(_) => {
+                    (StatusCode::GATEWAY_TIMEOUT, "the upstream's answer stalled").into_response()
+                }
+            }
         }
         Err(error) => {
             if error.reason() == StopReason::BudgetExhausted {
