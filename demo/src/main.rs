@@ -110,7 +110,8 @@ async fn serve_hop(hop: Hop, args: HopArgs, stats: Arc<Stats>) -> Result<()> {
     Ok(())
 }
 
-/// A line a second for a hop running alone: what it received, nested and refused.
+/// A line a second for a hop running alone: what it received that second, and how many
+/// nested retries and refusals so far.
 async fn hop_progress(hop: Hop, stats: Arc<Stats>) {
     let mut ticker = tokio::time::interval(std::time::Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -118,14 +119,13 @@ async fn hop_progress(hop: Hop, stats: Arc<Stats>) {
     loop {
         ticker.tick().await;
         let second = stats.second().saturating_sub(1);
-        let received = stats.received_in(hop, second);
-        if received > 0 {
-            println!(
-                "t={second:>3}s  {}: {received:>6} requests  NestedRetry {:>7}  refusals {:>7}",
-                hop.name(),
-                stats.nested_total(hop),
-                stats.refusals(hop),
-            );
-        }
+        // Every second, traffic or not: a silent hop would look like a hung one.
+        println!(
+            "t={second:>3}s  {}: {:>6} requests this second; running totals: NestedRetry {:>7}  refusals {:>7}",
+            hop.name(),
+            stats.received_in(hop, second),
+            stats.nested_total(hop),
+            stats.refusals(hop),
+        );
     }
 }

@@ -173,3 +173,23 @@ async fn c5_a_backend_pointed_at_itself_stops_at_the_loop_guard() {
     // it.
     assert_eq!(count(&backend, "requests"), 16, "{backend}");
 }
+
+#[test]
+fn d4_a_hop_running_alone_prints_a_line_every_second_even_without_traffic() {
+    let (db, _) = Hop::start("db", None);
+    std::thread::sleep(Duration::from_millis(2_500));
+    let mut db = db;
+    let interrupted = Command::new("kill")
+        .args(["-INT", &db.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    assert!(db.child.wait().unwrap().success());
+    let ticks = db
+        .stdout
+        .lines()
+        .map(Result::unwrap)
+        .filter(|line| line.starts_with("t=") && line.contains("0 requests this second"))
+        .count();
+    assert!(ticks >= 2, "{ticks} lines in 2.5 s");
+}
