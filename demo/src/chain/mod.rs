@@ -325,11 +325,16 @@ pub async fn run(args: &ChainArgs, stats: Arc<Stats>) -> Result<Summary> {
 fn progress(stats: &Stats, second: usize) {
     let calls = stats.calls_in(second);
     let db = stats.received_in(Hop::Db, second);
+    let success = stats.success_rate_in(second).map_or_else(
+        || "    -".to_owned(),
+        |rate| format!("{:>4.0}%", rate * 100.0),
+    );
     println!(
-        "t={second:>3}s  {calls:>5} calls/s  attempts: frontend {:>5}  backend {:>5}  db {:>5}  NestedRetry {:>6} (up to {:>2}×)  refusals {:>6}  db load ×{:.2}",
+        "t={second:>3}s  this second: {calls:>5} calls, {success} ok, attempts frontend {:>5} backend {:>5} db {:>5}, db load ×{:.2}  |  totals: NestedRetry {:>6} (up to {:>2}×), refusals {:>6}",
         stats.received_in(Hop::Frontend, second),
         stats.received_in(Hop::Backend, second),
         db,
+        if calls == 0 { 0.0 } else { db as f64 / calls as f64 },
         Hop::ALL.iter().map(|&h| stats.nested_total(h)).sum::<u64>(),
         Hop::ALL
             .iter()
@@ -337,7 +342,6 @@ fn progress(stats: &Stats, second: usize) {
             .max()
             .unwrap_or(0),
         Hop::ALL.iter().map(|&h| stats.refusals(h)).sum::<u64>(),
-        if calls == 0 { 0.0 } else { db as f64 / calls as f64 },
     );
 }
 

@@ -43,6 +43,9 @@ pub struct Stats {
     calls: Mutex<Vec<u64>>,
     succeeded: AtomicU64,
     failed: AtomicU64,
+    /// Users' calls that ended each second, and how many of them succeeded.
+    ended: Mutex<Vec<u64>>,
+    ended_ok: Mutex<Vec<u64>>,
     refusals: [AtomicU64; 3],
     nested: [AtomicU64; 3],
     potential_attempts: [AtomicU64; 3],
@@ -57,6 +60,8 @@ impl Stats {
             calls: Mutex::default(),
             succeeded: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            ended: Mutex::default(),
+            ended_ok: Mutex::default(),
             refusals: Default::default(),
             nested: Default::default(),
             potential_attempts: Default::default(),
@@ -94,6 +99,21 @@ impl Stats {
             &self.failed
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        let second = self.second();
+        Self::bump(&self.ended, second);
+        if succeeded {
+            Self::bump(&self.ended_ok, second);
+        }
+    }
+
+    /// The share of the users' calls that ended in `second` and succeeded, if any ended.
+    pub fn success_rate_in(&self, second: usize) -> Option<f64> {
+        let at = |series: &Mutex<Vec<u64>>| {
+            let series = series.lock().unwrap_or_else(|e| e.into_inner());
+            series.get(second).copied().unwrap_or(0)
+        };
+        let ended = at(&self.ended);
+        (ended > 0).then(|| at(&self.ended_ok) as f64 / ended as f64)
     }
 
     /// `hop`'s budget refused a retry.
@@ -188,5 +208,21 @@ impl Stats {
 impl Default for Stats {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn d4_the_users_success_rate_is_counted_per_second_of_ending() {
+        let stats = Stats::new();
+        for succeeded in [true, true, true, false] {
+            stats.call_ended(succeeded);
+        }
+        // All four ended in the run's first second (the test takes far less than one).
+        assert_eq!(stats.success_rate_in(0), Some(0.75));
+        assert_eq!(stats.success_rate_in(5), None, "no call ended then");
     }
 }
