@@ -737,9 +737,6 @@ enum Decision {
     Refuse(RejectReason),
 }
 
-/// Whether a call that stops for `reason` answers with the last attempt's value: a value the
-/// classifier did not accept is still the caller's answer when nothing more can be done
-/// with it (H4). A refusal or a deadline is an error whatever the last attempt returned.
 /// The call's deadline: its policy's, or the caller's when the request being served says the
 /// caller gives up sooner and the policy inherits it.
 fn deadline(policy: &RetryPolicy, now: Instant, inbound: &Inbound) -> Option<Instant> {
@@ -751,6 +748,9 @@ fn deadline(policy: &RetryPolicy, now: Instant, inbound: &Inbound) -> Option<Ins
     }
 }
 
+/// Whether a call that stops for `reason` answers with the last attempt's value: a value the
+/// classifier did not accept is still the caller's answer when nothing more can be done
+/// with it (H4). A refusal or a deadline is an error whatever the last attempt returned.
 fn answers(reason: StopReason) -> bool {
     matches!(
         reason,
