@@ -79,8 +79,17 @@ impl<S> Layer<S> for NestedRetryLayer {
 /// [`NestingSource::Header`] context, and puts a [`RetryMarker`] in its extensions.
 ///
 /// The context covers the inner service's synchronous `call` and its whole response future.
-/// An unmarked request passes through untouched. Responses and errors are the inner service's,
-/// unchanged.
+/// An unmarked request without chain headers passes through untouched. Errors are the inner
+/// service's, unchanged; so are responses, but for two things the chain rules ask of the
+/// layer: a `5xx` answer gets the signal of how the calls made while serving it failed,
+/// unless the handler set one (C7), and a request deeper than
+/// [`max_depth`](NestedRetryLayer::max_depth) is answered by the layer itself, with an
+/// empty `508` (C5).
+///
+/// That empty answer is why the response body must be [`Default`]: axum's `Body`, and
+/// `http-body-util`'s `Full`, `Empty` and `BoxBody` are. A service that answers with a body
+/// that is not — hyper's `Incoming`, relayed from a proxied upstream — maps it into a
+/// `BoxBody` under this layer (`MapResponseBodyLayer::new(BodyExt::boxed)`).
 #[derive(Clone, Debug)]
 pub struct NestedRetry<S> {
     inner: S,

@@ -15,7 +15,7 @@
 //! | `503` without one (absent or garbage) | `Transient { retry_after: None }` | yes, on the transient curve | no |
 //! | any other `5xx` | `Transient { retry_after }` | yes | no |
 //! | every other status: `1xx`, `2xx`, `3xx`, `4xx` but `408`/`429` | `Success` | no: returned to the caller | yes |
-//! | a retryable status with `x-nresilience-overloaded: 1` | `Overloaded` | no: returned to the caller | no |
+//! | a retryable status with `x-nresilience-overloaded: 1` | `Overloaded { retry_after }` | no: returned to the caller | no |
 //! | a `5xx` with `x-nresilience-retried: N` | `RetriedBelow` | no: returned to the caller | no |
 //!
 //! The last two rows are the chain's signals ([`nresilience_core::chain`]): the hop answering
@@ -63,9 +63,9 @@
 use std::time::SystemTime;
 
 use http::{HeaderMap, Response, StatusCode};
-use nresilience_core::chain::{overloaded, retried, single, OVERLOADED_HEADER, RETRIED_HEADER};
 use nresilience_core::{Classify, Verdict};
 
+use crate::chain_signals::ChainSignals;
 use crate::retry_after::retry_after;
 
 /// Classifies HTTP attempts by the table in the [module docs](self).
@@ -76,30 +76,28 @@ use crate::retry_after::retry_after;
 /// fixed time call [`classify_status`] directly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HttpClassifier {
-    overload_signal: bool,
-    retried_signal: bool,
+    signals: ChainSignals,
 }
 
 impl HttpClassifier {
     /// The classifier, honouring both chain signals.
     pub const fn new() -> Self {
         HttpClassifier {
-            overload_signal: true,
-            retried_signal: true,
+            signals: ChainSignals::BOTH,
         }
     }
 
     /// Whether an answer with `x-nresilience-overloaded: 1` ends the call with that answer
     /// (`Overloaded`). Defaults to `true`; `false` classifies it by its status alone.
     pub const fn overload_signal(mut self, honour: bool) -> Self {
-        self.overload_signal = honour;
+        self.signals.overloaded = honour;
         self
     }
 
     /// Whether a `5xx` with `x-nresilience-retried: N` ends the call with that answer
     /// (`RetriedBelow`). Defaults to `true`; `false` classifies it by its status alone.
     pub const fn retried_signal(mut self, honour: bool) -> Self {
-        self.retried_signal = honour;
+        self.signals.retried = honour;
         self
     }
 
@@ -115,14 +113,12 @@ impl HttpClassifier {
         if !is_retryable_status(status) {
             return Verdict::Success;
         }
-        let signal = |name: &str| single(headers.get_all(name).iter().map(|v| v.as_bytes()));
-        if self.overload_signal && signal(OVERLOADED_HEADER).is_some_and(overloaded) {
-            return Verdict::Overloaded;
+        if self.signals.says_overloaded(headers) {
+            return Verdict::Overloaded {
+                retry_after: retry_after(headers, now()),
+            };
         }
-        if self.retried_signal
-            && status.is_server_error()
-            && signal(RETRIED_HEADER).and_then(retried).is_some()
-        {
+        if status.is_server_error() && self.signals.says_retried(headers) {
             return Verdict::RetriedBelow;
         }
         classify_by_status(status, headers, now)

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 mod body;
+mod chain_signals;
 pub mod classify;
 mod client;
 mod future;

@@ -8,7 +8,8 @@ use std::time::Duration;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
 use nresilience_core::chain::{
-    deadline_value, ATTEMPTS_HEADER, CRITICALITY_HEADER, DEADLINE_HEADER, DEPTH_HEADER,
+    deadline_value, grpc_timeout, ATTEMPTS_HEADER, CRITICALITY_HEADER, DEADLINE_HEADER,
+    DEPTH_HEADER,
 };
 use nresilience_core::nesting::{MARKER_HEADER, MARKER_VALUE};
 use nresilience_core::Criticality;
@@ -44,8 +45,10 @@ const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 /// Writes on an attempt what the hop it reaches should know of the chain above it: its
 /// depth and the attempts that could reach it (C4), and how long its caller will still wait
 /// for it (C2), `timeout` being the smaller of the call's deadline left and the attempt's own
-/// timeout or ceiling, so the callee's retrying calls give up no later. A gRPC request gets
-/// the same as its `grpc-timeout`, in milliseconds, replacing the one set for the whole call.
+/// timeout or ceiling, so the callee's retrying calls give up no later. An attempt without
+/// one carries no deadline, even one forwarded from the request being served. A gRPC request
+/// gets the same as its `grpc-timeout`, in milliseconds, unless the one the caller set is
+/// shorter: an attempt never loosens the caller's own deadline.
 pub(crate) fn stamp_chain(headers: &mut HeaderMap, call: ChainFacts) {
     // One growth of the map for the four, not one per insert.
     headers.reserve(4);
@@ -56,11 +59,18 @@ pub(crate) fn stamp_chain(headers: &mut HeaderMap, call: ChainFacts) {
         HeaderValue::from_static(call.criticality.as_str()),
     );
     let Some(timeout) = call.timeout else {
+        headers.remove(DEADLINE);
         return;
     };
     let millis = deadline_value(timeout);
     headers.insert(DEADLINE, HeaderValue::from(millis));
     if is_grpc(headers) {
+        let set = headers
+            .get(GRPC_TIMEOUT)
+            .and_then(|value| grpc_timeout(value.as_bytes()));
+        if set.is_some_and(|set| set <= timeout) {
+            return;
+        }
         // gRPC allows at most eight digits per unit.
         let value = format!("{}m", millis.min(99_999_999));
         if let Ok(value) = HeaderValue::from_str(&value) {
@@ -139,6 +149,14 @@ mod tests {
     }
 
     #[test]
+    fn c2_an_attempt_without_a_timeout_drops_a_forwarded_deadline() {
+        let mut forwarded = HeaderMap::new();
+        forwarded.insert(DEADLINE, HeaderValue::from_static("40"));
+        stamp_chain(&mut forwarded, facts(None));
+        assert!(forwarded.get(DEADLINE_HEADER).is_none());
+    }
+
+    #[test]
     fn c2_a_grpc_attempt_gets_the_same_as_its_grpc_timeout() {
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -149,6 +167,38 @@ mod tests {
         stamp_chain(&mut headers, facts(Some(Duration::from_millis(250))));
         assert_eq!(headers["grpc-timeout"], "250m");
         assert_eq!(headers[DEADLINE_HEADER], "250");
+    }
+
+    #[test]
+    fn c2_a_grpc_attempt_never_loosens_the_callers_own_grpc_timeout() {
+        for (set, expected) in [
+            ("100m", "100m"),
+            ("250000u", "250000u"),
+            ("1S", "250m"),
+            ("not a timeout", "250m"),
+        ] {
+            let mut headers = grpc_request();
+            headers.insert(GRPC_TIMEOUT, HeaderValue::from_static(set));
+            stamp_chain(&mut headers, facts(Some(Duration::from_millis(250))));
+            assert_eq!(headers["grpc-timeout"], expected, "{set}");
+            assert_eq!(headers[DEADLINE_HEADER], "250", "{set}");
+        }
+        let mut headers = grpc_request();
+        headers.insert(GRPC_TIMEOUT, HeaderValue::from_static("100m"));
+        stamp_chain(&mut headers, facts(None));
+        assert_eq!(
+            headers["grpc-timeout"], "100m",
+            "no attempt timeout: the caller's"
+        );
+    }
+
+    fn grpc_request() -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
+        headers
     }
 
     #[test]

@@ -1,16 +1,20 @@
-//! The chain rules through the executor (SPEC C1, C3, C6): an answer that says its hop
+//! The chain rules through the executor (SPEC C1–C4, C6, C7): an answer that says its hop
 //! refused for overload, or retried already, ends the call at once with that answer; a
-//! policy may take its criticality from the request being served.
+//! policy gives up with the request being served and may take its criticality from it; the
+//! request learns how its calls ended.
 
 #![allow(clippy::unwrap_used)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use nresilience_core::breaker::{BreakerOptions, BreakerState, CircuitBreaker};
+use nresilience_core::call::{Call, CallOptions, Step};
 use nresilience_core::chain::{self, Inbound};
 use nresilience_core::{
-    clock, Backoff, BudgetOptions, Criticality, RetryBudget, RetryPolicy, StopReason, Verdict,
+    clock, Backoff, BudgetOptions, Criticality, LastAttempt, RetryBudget, RetryPolicy, StopReason,
+    Verdict,
 };
 
 /// Runs a call whose every attempt answers `503` classified as `verdict`; returns the
@@ -41,7 +45,7 @@ async fn c1_an_overloaded_answer_is_returned_after_one_attempt_spending_and_depo
         assert!(bucket.try_withdraw(now, Criticality::Normal));
     }
     let before = bucket.balance(now);
-    let (result, ran) = answered(&policy, Verdict::Overloaded).await;
+    let (result, ran) = answered(&policy, Verdict::OVERLOADED).await;
     assert_eq!(result, Ok(503), "the answer, not an error");
     assert_eq!(ran, 1);
     assert_eq!(
@@ -71,7 +75,7 @@ async fn c1_c6_overload_is_no_evidence_for_a_breaker_and_a_failure_below_is() {
         .build()
         .unwrap();
     for _ in 0..10 {
-        let _ = answered(&policy, Verdict::Overloaded).await;
+        let _ = answered(&policy, Verdict::OVERLOADED).await;
     }
     assert_eq!(breaker.state(clock::now()), BreakerState::Closed);
     for _ in 0..3 {
@@ -84,8 +88,8 @@ async fn c1_c6_overload_is_no_evidence_for_a_breaker_and_a_failure_below_is() {
 fn c1_c6_the_outcomes_are_named() {
     assert_eq!(StopReason::Overloaded.as_str(), "overloaded");
     assert_eq!(StopReason::RetriedBelow.as_str(), "retried_below");
-    assert_eq!(Verdict::Overloaded.as_str(), "overloaded");
-    assert!(!Verdict::Overloaded.is_retryable());
+    assert_eq!(Verdict::OVERLOADED.as_str(), "overloaded");
+    assert!(!Verdict::OVERLOADED.is_retryable());
     assert!(!Verdict::RetriedBelow.is_retryable());
 }
 
@@ -152,4 +156,89 @@ fn c3_ambient_criticality_without_retries_or_a_budget_is_refused_at_build() {
         .build()
         .unwrap_err();
     assert!(unbudgeted.reason().contains("budget"), "{unbudgeted}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn c2_a_call_whose_caller_has_given_up_makes_no_attempt() {
+    let policy = RetryPolicy::default();
+    let gone = Inbound::new().deadline(Some(clock::now()));
+    let ran = AtomicU32::new(0);
+    let call = policy.execute(|_| {
+        ran.fetch_add(1, Ordering::Relaxed);
+        async { Ok::<(), ()>(()) }
+    });
+    let error = chain::serving(gone, call).await.unwrap_err();
+    assert_eq!(error.reason(), StopReason::DeadlineExceeded);
+    assert_eq!(error.attempts(), 0);
+    assert!(matches!(error.last_attempt(), LastAttempt::TimedOut));
+    assert_eq!(ran.into_inner(), 0);
+}
+
+/// How long a call whose one attempt takes a second runs while serving a request whose
+/// caller waits 120 ms, under a policy that does or does not inherit that deadline.
+async fn run_under_a_120ms_caller(inherit: bool) -> (Option<StopReason>, Duration) {
+    let policy = RetryPolicy::builder()
+        .attempt_ceiling(None)
+        .inherit_deadline(inherit)
+        .build()
+        .unwrap();
+    let start = clock::now();
+    let said = Inbound::new().deadline(Some(start + Duration::from_millis(120)));
+    let call = policy.execute(|_| async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok::<(), ()>(())
+    });
+    let result = chain::serving(said, call).await;
+    (
+        result.err().map(|error| error.reason()),
+        clock::now() - start,
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn c2_a_call_gives_up_with_its_caller_and_cuts_its_attempt_there() {
+    assert_eq!(
+        run_under_a_120ms_caller(true).await,
+        (
+            Some(StopReason::DeadlineExceeded),
+            Duration::from_millis(120)
+        )
+    );
+    assert_eq!(
+        run_under_a_120ms_caller(false).await,
+        (None, Duration::from_secs(1)),
+        "a policy that does not inherit keeps its own deadline only"
+    );
+}
+
+#[test]
+fn c4_a_call_dropped_to_one_attempt_multiplies_the_chain_by_one() {
+    let policy = RetryPolicy::default();
+    let below_two = Inbound::new().depth(1).attempts(4);
+    let mut call: Call<()> = chain::serving_sync(below_two, || {
+        Call::start(&policy, clock::now(), CallOptions::default())
+    });
+    assert_eq!(call.potential_attempts(), 12);
+    assert_eq!(call.depth(), 2);
+    call.single_attempt();
+    assert_eq!(
+        call.potential_attempts(),
+        4,
+        "its request proved unreplayable"
+    );
+    assert!(matches!(call.next::<()>(clock::now()), Step::Run(_)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn c7_an_overloaded_answer_teaches_the_request_its_hint() {
+    let policy = RetryPolicy::default();
+    let hint = Some(Duration::from_secs(7));
+    let classify = move |_: &Result<u16, ()>| Verdict::Overloaded { retry_after: hint };
+    let mut serving = std::pin::pin!(chain::learning(
+        policy.execute_with(&classify, |_| async { Ok::<u16, ()>(503) })
+    ));
+    assert_eq!(serving.as_mut().await.ok(), Some(503));
+    let learned = serving.take_value().unwrap();
+    assert!(learned.overloaded());
+    assert_eq!(learned.retry_after(), hint);
 }

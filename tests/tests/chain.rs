@@ -1,4 +1,4 @@
-//! A chain of real hops on loopback behaving as one system (SPEC C1, C6, C7): a frontend
+//! A chain of real hops on loopback behaving as one system (SPEC C1, C2, C3, C5, C6, C7): a frontend
 //! whose `Client` calls a backend whose `Client` calls a db, each an axum server with
 //! `NestedRetryLayer`. What each hop sends and receives is asserted on the wire.
 
@@ -201,6 +201,30 @@ async fn c1_c7_a_bare_5xx_after_a_refusal_gets_the_overload_signal_from_the_laye
     assert_eq!(sent, 4, "opted out: retried as any 5xx");
 }
 
+#[tokio::test]
+async fn c1_c7_an_overloaded_db_is_passed_on_with_its_hint() {
+    let db_requests = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&db_requests);
+    let shedding = move || async move {
+        counted.fetch_add(1, Ordering::Relaxed);
+        let signal = [(OVERLOADED_HEADER, "1"), ("retry-after", "7")];
+        (StatusCode::SERVICE_UNAVAILABLE, signal)
+    };
+    let db = serve(Router::new().route("/", get(shedding))).await;
+    let (backend, backend_requests) = backend(four_attempts().build().unwrap(), db).await;
+    let frontend = Client::new(four_attempts().build().unwrap());
+
+    let answer = frontend
+        .get(format!("http://{backend}/bare").as_str())
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_GATEWAY);
+    assert_eq!(answer.headers()[OVERLOADED_HEADER], "1");
+    assert_eq!(answer.headers()["retry-after"], "7", "db's own hint");
+    assert_eq!(backend_requests.load(Ordering::Relaxed), 1);
+    assert_eq!(db_requests.load(Ordering::Relaxed), 1);
+}
+
 /// What a noting db saw of one header, a value per request (`-` when absent).
 type Noted = Arc<Mutex<Vec<String>>>;
 
@@ -274,6 +298,24 @@ async fn c2_a_backend_gives_up_with_its_caller_and_passes_the_time_left_on() {
         told.iter().all(|&ms| ms <= 10_000),
         "the attempt timeout: {told:?}"
     );
+}
+
+#[tokio::test]
+async fn c2_a_backend_whose_caller_has_given_up_calls_nothing() {
+    let (db, seen) = noting_db(DEADLINE_HEADER).await;
+    let (backend, requests) = backend(four_attempts().build().unwrap(), db).await;
+    let status = raw_get(
+        backend,
+        "/question-mark",
+        "x-nresilience-deadline-ms: 0\r\n",
+    )
+    .await;
+    assert!(
+        status.contains("504"),
+        "out of time before the first attempt: {status}"
+    );
+    assert_eq!(requests.load(Ordering::Relaxed), 1);
+    assert!(seen.lock().unwrap().is_empty(), "db saw nothing");
 }
 
 #[tokio::test]

@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use http::{HeaderMap, Response, StatusCode};
-use nresilience_core::chain::{overloaded, retried, single, OVERLOADED_HEADER, RETRIED_HEADER};
 use nresilience_core::{Classify, Verdict};
 use tonic::Code;
+
+use crate::chain_signals::ChainSignals;
 
 /// The metadata key a server sets to push a retry back: `grpc-retry-pushback-ms`.
 pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
@@ -15,75 +16,118 @@ const GRPC_STATUS: &str = "grpc-status";
 /// Classifies gRPC attempts by the table in the [module docs](super).
 ///
 /// Every `Err` (the connection failed, the stream was reset) is a transient failure; a
-/// response is classified by [`classify_grpc`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GrpcClassifier;
+/// response is classified by [`GrpcClassifier::classify_response`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrpcClassifier {
+    signals: ChainSignals,
+}
 
 impl GrpcClassifier {
-    /// The classifier; it has no settings.
+    /// The classifier, honouring both chain signals.
     pub const fn new() -> Self {
-        GrpcClassifier
+        GrpcClassifier {
+            signals: ChainSignals::BOTH,
+        }
+    }
+
+    /// Whether a retryable answer (`UNAVAILABLE`, `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED`,
+    /// or the HTTP statuses read as those) with `x-nresilience-overloaded: 1` ends the call
+    /// with that answer (`Overloaded`, C1). Defaults to `true`; `false` classifies it by its
+    /// code and pushback alone.
+    pub const fn overload_signal(mut self, honour: bool) -> Self {
+        self.signals.overloaded = honour;
+        self
+    }
+
+    /// Whether an answer that would be retried, with `x-nresilience-retried: N`, ends the
+    /// call with that answer (`RetriedBelow`, C6). Defaults to `true`; `false` classifies it
+    /// by its code and pushback alone.
+    pub const fn retried_signal(mut self, honour: bool) -> Self {
+        self.signals.retried = honour;
+        self
+    }
+
+    /// The verdict on a gRPC response with HTTP `status` and `headers`, by the table in the
+    /// [module docs](super), with this classifier's choice of signals.
+    ///
+    /// A `grpc-status` header decides (a trailers-only response carries it there); without
+    /// one, a `200` is a success — its status comes in the trailers, after the response is
+    /// already the caller's — and any other HTTP status is read as the gRPC spec maps it.
+    /// The chain's signals count only on a code a client would retry: on `INVALID_ARGUMENT`,
+    /// say, they change nothing, and a hop that failed for the caller's own fault is no
+    /// evidence against it. Nothing a peer sends makes it panic.
+    pub fn classify_response(&self, status: StatusCode, headers: &HeaderMap) -> Verdict {
+        let (verdict, retryable_code) = classify_code(status, headers);
+        if !retryable_code {
+            return verdict;
+        }
+        // The hop refused its own call for overload: `grpc-retry-pushback-ms: -1` says the
+        // same to any gRPC client; this one also learns it was an overload (C1, C7).
+        if self.signals.says_overloaded(headers) {
+            return Verdict::Overloaded {
+                retry_after: verdict.retry_after(),
+            };
+        }
+        // The hop retried already; a server that asked not to be retried at all is obeyed
+        // as it asked (C6).
+        if verdict.is_retryable() && self.signals.says_retried(headers) {
+            return Verdict::RetriedBelow;
+        }
+        verdict
+    }
+}
+
+impl Default for GrpcClassifier {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
 impl<B, E> Classify<Result<Response<B>, E>> for GrpcClassifier {
     fn classify(&self, result: &Result<Response<B>, E>) -> Verdict {
         match result {
-            Ok(response) => classify_grpc(response.status(), response.headers()),
+            Ok(response) => self.classify_response(response.status(), response.headers()),
             Err(_) => Verdict::TRANSIENT,
         }
     }
 }
 
 /// The verdict on a gRPC response with HTTP `status` and `headers`, by the table in the
-/// [module docs](super).
-///
-/// A `grpc-status` header decides (a trailers-only response carries it there); without
-/// one, a `200` is a success — its status comes in the trailers, after the response is
-/// already the caller's — and any other HTTP status is read as the gRPC spec maps it.
-/// Nothing a peer sends makes it panic.
+/// [module docs](super), honouring both chain signals: [`GrpcClassifier::classify_response`]
+/// of [`GrpcClassifier::new`].
 pub fn classify_grpc(status: StatusCode, headers: &HeaderMap) -> Verdict {
-    let verdict = classify_code(status, headers);
-    if verdict == Verdict::Success {
-        return verdict;
-    }
-    // The chain's signals, as metadata: the hop refused its own call for overload, or
-    // retried already; either way this call does not retry onto it.
-    let signal = |name: &str| single(headers.get_all(name).iter().map(|v| v.as_bytes()));
-    if signal(OVERLOADED_HEADER).is_some_and(overloaded) {
-        return Verdict::Overloaded;
-    }
-    if signal(RETRIED_HEADER).and_then(retried).is_some() {
-        return Verdict::RetriedBelow;
-    }
-    verdict
+    GrpcClassifier::new().classify_response(status, headers)
 }
 
-/// The verdict by `grpc-status` (or the HTTP status without one) and pushback alone.
-fn classify_code(status: StatusCode, headers: &HeaderMap) -> Verdict {
+/// The verdict by `grpc-status` (or the HTTP status without one) and pushback alone, and
+/// whether the code is one a client retries when no pushback says otherwise.
+fn classify_code(status: StatusCode, headers: &HeaderMap) -> (Verdict, bool) {
     let Some(code) = headers.get(GRPC_STATUS) else {
         return match status.as_u16() {
-            200 => Verdict::Success,
+            200 => (Verdict::Success, false),
             // The gRPC spec reads these as UNAVAILABLE. A 429 is a throttle, as in H1.
-            502..=504 => Verdict::TRANSIENT,
-            429 => Verdict::THROTTLED,
-            _ => Verdict::Permanent,
+            502..=504 => (Verdict::TRANSIENT, true),
+            429 => (Verdict::THROTTLED, true),
+            _ => (Verdict::Permanent, false),
         };
     };
     match Code::from_bytes(code.as_bytes()) {
-        Code::Ok => Verdict::Success,
+        Code::Ok => (Verdict::Success, false),
         Code::Unavailable | Code::DeadlineExceeded => match pushback(headers) {
-            Pushback::Stop => Verdict::Permanent,
-            Pushback::After(retry_after) => Verdict::Transient { retry_after },
+            Pushback::Stop => (Verdict::Permanent, true),
+            Pushback::After(retry_after) => (Verdict::Transient { retry_after }, true),
         },
         Code::ResourceExhausted => match pushback(headers) {
-            Pushback::Stop => Verdict::Permanent,
-            Pushback::After(retry_after) => Verdict::Throttled {
-                self_imposed: false,
-                retry_after,
-            },
+            Pushback::Stop => (Verdict::Permanent, true),
+            Pushback::After(retry_after) => (
+                Verdict::Throttled {
+                    self_imposed: false,
+                    retry_after,
+                },
+                true,
+            ),
         },
-        _ => Verdict::Permanent,
+        _ => (Verdict::Permanent, false),
     }
 }
 
@@ -133,6 +177,8 @@ mod tests {
     use std::io;
 
     use http::HeaderValue;
+
+    use nresilience_core::chain::{OVERLOADED_HEADER, RETRIED_HEADER};
 
     use super::*;
 
@@ -338,11 +384,89 @@ mod tests {
                     .unwrap(),
             )
         };
-        let classifier = GrpcClassifier::new();
+        let classifier = GrpcClassifier::default();
         assert_eq!(classifier.classify(&response("0")), Verdict::Success);
         assert_eq!(classifier.classify(&response("14")), Verdict::TRANSIENT);
         assert_eq!(classifier.classify(&response("3")), Verdict::Permanent);
         let reset: Result<Response<()>, io::Error> = Err(io::ErrorKind::ConnectionReset.into());
         assert_eq!(classifier.classify(&reset), Verdict::TRANSIENT);
+    }
+
+    #[test]
+    fn c1_the_overload_signal_ends_a_retryable_answer_and_carries_its_pushback() {
+        let signalled = |code: &'static [u8], pushback: &'static [u8]| {
+            headers(&[
+                (GRPC_STATUS, code),
+                (PUSHBACK_HEADER, pushback),
+                (OVERLOADED_HEADER, b"1"),
+            ])
+        };
+        // What a hop's `CallFailed` becomes as a `tonic::Status`.
+        let refused = signalled(b"14", b"-1");
+        assert_eq!(classify_grpc(StatusCode::OK, &refused), Verdict::OVERLOADED);
+        assert_eq!(
+            classify_grpc(StatusCode::OK, &signalled(b"8", b"300")),
+            Verdict::Overloaded {
+                retry_after: Some(Duration::from_millis(300))
+            }
+        );
+        let ignoring = GrpcClassifier::new().overload_signal(false);
+        assert_eq!(
+            ignoring.classify_response(StatusCode::OK, &refused),
+            Verdict::Permanent,
+            "by its pushback alone"
+        );
+        assert_eq!(
+            ignoring.classify_response(StatusCode::OK, &signalled(b"14", b"20")),
+            transient(20)
+        );
+    }
+
+    #[test]
+    fn c1_c6_signals_on_a_code_no_client_retries_change_nothing() {
+        for code in [&b"3"[..], b"5", b"7", b"13", b"garbage"] {
+            for signal in [(OVERLOADED_HEADER, &b"1"[..]), (RETRIED_HEADER, b"4")] {
+                let answer = headers(&[(GRPC_STATUS, code), signal]);
+                assert_eq!(
+                    classify_grpc(StatusCode::OK, &answer),
+                    Verdict::Permanent,
+                    "{code:?} {signal:?}"
+                );
+            }
+        }
+        let not_found = headers(&[(OVERLOADED_HEADER, b"1")]);
+        assert_eq!(
+            classify_grpc(StatusCode::NOT_FOUND, &not_found),
+            Verdict::Permanent
+        );
+    }
+
+    #[test]
+    fn c6_a_retryable_answer_retried_below_ends_the_call() {
+        let retried = |code: &'static [u8]| headers(&[(GRPC_STATUS, code), (RETRIED_HEADER, b"4")]);
+        for code in [&b"14"[..], b"4", b"8"] {
+            assert_eq!(
+                classify_grpc(StatusCode::OK, &retried(code)),
+                Verdict::RetriedBelow,
+                "{code:?}"
+            );
+        }
+        let stop = headers(&[
+            (GRPC_STATUS, b"14"),
+            (PUSHBACK_HEADER, b"-1"),
+            (RETRIED_HEADER, b"4"),
+        ]);
+        assert_eq!(
+            classify_grpc(StatusCode::OK, &stop),
+            Verdict::Permanent,
+            "asked not to be retried at all"
+        );
+        let ignoring = GrpcClassifier::new().retried_signal(false);
+        assert_eq!(
+            ignoring.classify_response(StatusCode::OK, &retried(b"14")),
+            Verdict::TRANSIENT
+        );
+        let garbled = headers(&[(GRPC_STATUS, b"14"), (RETRIED_HEADER, b"-4")]);
+        assert_eq!(classify_grpc(StatusCode::OK, &garbled), Verdict::TRANSIENT);
     }
 }

@@ -38,7 +38,7 @@ impl GrpcRetryLayer {
         Self {
             inner: RetryLayer::new(policy)
                 .retry_non_idempotent(true)
-                .classifier(GrpcClassifier),
+                .classifier(GrpcClassifier::new()),
             max_buffered_body: DEFAULT_MAX_BUFFERED_BODY,
         }
     }

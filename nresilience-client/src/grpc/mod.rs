@@ -23,6 +23,12 @@
 //! | `429` without `grpc-status` | `Throttled`, as over plain HTTP (the gRPC spec: `UNAVAILABLE`) | yes |
 //! | any other HTTP status without `grpc-status` | `Permanent` | no |
 //! | `Err(_)`: the connection failed, the stream was reset | `Transient` | yes |
+//! | a retryable code with `x-nresilience-overloaded: 1` | `Overloaded { retry_after }` | no: the hop refused its own call for overload (C1) |
+//! | a code that would be retried, with `x-nresilience-retried: N` | `RetriedBelow` | no: the hop retried already (C6) |
+//!
+//! The chain's signals count only on a code a client would retry, and each can be turned
+//! off per client ([`GrpcClassifier::overload_signal`], [`GrpcClassifier::retried_signal`],
+//! given to [`GrpcRetryLayer::classifier`]).
 //!
 //! On a retryable code, `grpc-retry-pushback-ms` is the server's pushback: a non-negative
 //! integer is the delay before the retry, served verbatim; a negative one means "do

@@ -32,7 +32,7 @@ pub use inbound::{
     Inbound,
 };
 pub use learned::{learning, Learned, LearningFuture};
-pub use signal::{overloaded, retried, single};
+pub use signal::{grpc_timeout, overloaded, retried, single};
 
 /// The header that says a hop is shedding load: its own call was refused.
 pub const OVERLOADED_HEADER: &str = "x-nresilience-overloaded";

@@ -1,5 +1,7 @@
 //! Reading the chain's signals from a peer's header values.
 
+use std::time::Duration;
+
 use super::OVERLOADED_VALUE;
 
 /// The one value of a header, or `None` when it is absent or sent more than once: a repeated
@@ -49,6 +51,33 @@ pub fn retried(value: &[u8]) -> Option<u32> {
     u32::try_from(attempts).ok().filter(|&n| n >= 1)
 }
 
+/// The time a `grpc-timeout` value gives the call: one to eight digits and a unit — `H`,
+/// `M`, `S`, `m` (milliseconds), `u` (microseconds) or `n` (nanoseconds) — as the gRPC
+/// over HTTP/2 spec writes it. Anything else is `None`.
+///
+/// ```
+/// use std::time::Duration;
+/// use nresilience_core::chain::grpc_timeout;
+///
+/// assert_eq!(grpc_timeout(b"250m"), Some(Duration::from_millis(250)));
+/// assert_eq!(grpc_timeout(b"2S"), Some(Duration::from_secs(2)));
+/// assert_eq!(grpc_timeout(b"123456789m"), None);
+/// assert_eq!(grpc_timeout(b"5"), None);
+/// ```
+pub fn grpc_timeout(value: &[u8]) -> Option<Duration> {
+    let (unit, digits) = value.split_last()?;
+    let n = decimal(digits, 8)?;
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3_600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
 /// An unsigned decimal of at most `max_digits` digits (at most 19, which a `u64` holds),
 /// digits only: the strict form every chain header takes.
 pub(super) fn decimal(value: &[u8], max_digits: usize) -> Option<u64> {
@@ -73,6 +102,36 @@ mod tests {
         assert!(overloaded(b"1"));
         for value in [&b""[..], b"0", b"01", b"1 ", b"yes", b"\xff", b"11"] {
             assert!(!overloaded(value), "{value:?}");
+        }
+    }
+
+    #[test]
+    fn c2_grpc_timeout_takes_eight_digits_and_a_unit() {
+        assert_eq!(grpc_timeout(b"1H"), Some(Duration::from_secs(3_600)));
+        assert_eq!(grpc_timeout(b"3M"), Some(Duration::from_secs(180)));
+        assert_eq!(
+            grpc_timeout(b"99999999S"),
+            Some(Duration::from_secs(99_999_999))
+        );
+        assert_eq!(grpc_timeout(b"7u"), Some(Duration::from_micros(7)));
+        assert_eq!(grpc_timeout(b"7n"), Some(Duration::from_nanos(7)));
+        assert_eq!(
+            grpc_timeout(b"99999999H"),
+            Some(Duration::from_secs(99_999_999 * 3_600))
+        );
+        for value in [
+            &b""[..],
+            b"m",
+            b"1",
+            b"-1m",
+            b" 1m",
+            b"1 m",
+            b"1x",
+            b"1ms",
+            b"123456789S",
+            b"\xffm",
+        ] {
+            assert_eq!(grpc_timeout(value), None, "{value:?}");
         }
     }
 
@@ -105,10 +164,11 @@ mod tests {
 
     proptest! {
         #[test]
-        fn c6_arbitrary_bytes_never_panic_and_round_trip_when_valid(
+        fn c2_c6_arbitrary_bytes_never_panic_and_round_trip_when_valid(
             bytes in proptest::collection::vec(any::<u8>(), 0..16)
         ) {
             let _ = overloaded(&bytes);
+            let _ = grpc_timeout(&bytes);
             if let Some(attempts) = retried(&bytes) {
                 let text = std::str::from_utf8(&bytes).unwrap_or_default();
                 prop_assert_eq!(text.trim_start_matches('0').parse::<u32>().ok(), Some(attempts));

@@ -239,8 +239,9 @@ pub struct Call<E> {
     span: Span,
     /// This call's place in the chain: one more than the request being served said.
     depth: u32,
-    /// The attempts that could reach the dependency through this call and the calls above.
-    potential_attempts: u32,
+    /// The attempts that could reach the dependency through the calls above this one, as
+    /// the request being served said: `1` outside any.
+    attempts_above: u32,
     /// How much the caller waits on this call: the policy's, or the request's when the
     /// policy takes it from there (B9).
     criticality: Criticality,
@@ -286,7 +287,7 @@ impl<E> Call<E> {
             started: now,
             deadline: deadline(policy, now, &inbound),
             depth: inbound.depth.saturating_add(1),
-            potential_attempts: inbound.attempts.saturating_mul(max_attempts),
+            attempts_above: inbound.attempts,
             criticality: inbound
                 .criticality
                 .filter(|_| policy.ambient_criticality())
@@ -356,7 +357,7 @@ impl<E> Call<E> {
     /// it, for `x-nresilience-attempts`: what the request being served said, times this
     /// call's maximum attempts.
     pub fn potential_attempts(&self) -> u32 {
-        self.potential_attempts
+        self.attempts_above.saturating_mul(self.max_attempts)
     }
 
     /// What to do next, at `now`: at the start and after every [`Step::Sleep`].
@@ -433,6 +434,12 @@ impl<E> Call<E> {
     // ===== one attempt =====
 
     fn begin<T>(&mut self, now: Instant) -> Step<T, E> {
+        // A caller that has given up already gets no attempt (C2): a deadline inherited from
+        // the request being served may be gone before the call starts.
+        if self.time_left(now).is_some_and(|left| left.is_zero()) {
+            self.last.get_or_insert(LastAttempt::TimedOut);
+            return self.step(Decision::Stop(StopReason::DeadlineExceeded), now);
+        }
         if self.attempts == 0 {
             self.report_nested();
         }
@@ -493,7 +500,7 @@ impl<E> Call<E> {
         let outcome = match verdict {
             Verdict::Success => BreakerOutcome::Success,
             Verdict::Transient { .. } | Verdict::RetriedBelow => BreakerOutcome::Failure,
-            Verdict::Throttled { .. } | Verdict::Permanent | Verdict::Overloaded => {
+            Verdict::Throttled { .. } | Verdict::Permanent | Verdict::Overloaded { .. } => {
                 BreakerOutcome::Ignored
             }
         };
@@ -519,7 +526,11 @@ impl<E> Call<E> {
             return Decision::Stop(StopReason::Succeeded);
         }
         match verdict {
-            Verdict::Overloaded => return Decision::Stop(StopReason::Overloaded),
+            Verdict::Overloaded { retry_after } => {
+                // The request being served passes the dependency's hint on (C7).
+                learned::call_ended(StopReason::Overloaded, self.attempts, retry_after);
+                return Decision::Stop(StopReason::Overloaded);
+            }
             Verdict::RetriedBelow => return Decision::Stop(StopReason::RetriedBelow),
             _ if !verdict.is_retryable() => return Decision::Stop(StopReason::Permanent),
             _ => {}
@@ -650,11 +661,14 @@ impl<E> Call<E> {
     fn stop(&mut self, reason: StopReason, now: Instant) {
         // A retry that will never go out does not keep its token (B13).
         self.return_token();
-        // The request being served learns how its calls failed (C7); a refusal has told it
-        // already, with its hint.
+        // The request being served learns how its calls failed (C7); a refusal or an
+        // overloaded answer has told it already, with its hint.
         if !matches!(
             reason,
-            StopReason::Succeeded | StopReason::BudgetExhausted | StopReason::BreakerOpen
+            StopReason::Succeeded
+                | StopReason::BudgetExhausted
+                | StopReason::BreakerOpen
+                | StopReason::Overloaded
         ) {
             learned::call_ended(reason, self.attempts, None);
         }
@@ -693,7 +707,7 @@ impl<E> Call<E> {
             nresilience.target = nested.target.as_deref(),
             nresilience.method = nested.method.as_deref(),
             nresilience.nesting.depth = i64::from(self.depth),
-            nresilience.potential_attempts = i64::from(self.potential_attempts),
+            nresilience.potential_attempts = i64::from(self.potential_attempts()),
             nresilience.attempts = field::Empty,
             nresilience.outcome = field::Empty,
         );

@@ -30,7 +30,11 @@ pub enum Verdict {
     /// circuit breaker, and it said so (`x-nresilience-overloaded: 1`). Retrying would pile
     /// onto an overload another layer has already measured, so the call ends at once with
     /// this answer; it spends and deposits nothing, and it is no evidence for a breaker.
-    Overloaded,
+    Overloaded {
+        /// How long the dependency asked its callers to stay away (`Retry-After`): the
+        /// request being served passes it on with its own overload signal (C7).
+        retry_after: Option<Duration>,
+    },
     /// The dependency failed after it had retried itself (`x-nresilience-retried: N`): the
     /// layer nearest the failure has retried already, and retrying above it multiplies the
     /// load at the bottom. The call ends with this answer; a breaker counts it as a failure.
@@ -47,6 +51,9 @@ impl Verdict {
         retry_after: None,
     };
 
+    /// The dependency's overload signal, without a hint.
+    pub const OVERLOADED: Verdict = Verdict::Overloaded { retry_after: None };
+
     /// A refusal by this process's own limiter or breaker.
     pub const SELF_IMPOSED: Verdict = Verdict::Throttled {
         self_imposed: true,
@@ -56,12 +63,10 @@ impl Verdict {
     /// The server's pushback, if the verdict carries one.
     pub const fn retry_after(&self) -> Option<Duration> {
         match self {
-            Verdict::Transient { retry_after } | Verdict::Throttled { retry_after, .. } => {
-                *retry_after
-            }
-            Verdict::Success | Verdict::Permanent | Verdict::Overloaded | Verdict::RetriedBelow => {
-                None
-            }
+            Verdict::Transient { retry_after }
+            | Verdict::Throttled { retry_after, .. }
+            | Verdict::Overloaded { retry_after } => *retry_after,
+            Verdict::Success | Verdict::Permanent | Verdict::RetriedBelow => None,
         }
     }
 
@@ -90,7 +95,7 @@ impl Verdict {
             Verdict::Transient { .. } => "transient",
             Verdict::Throttled { .. } => "throttled",
             Verdict::Permanent => "permanent",
-            Verdict::Overloaded => "overloaded",
+            Verdict::Overloaded { .. } => "overloaded",
             Verdict::RetriedBelow => "retried_below",
         }
     }

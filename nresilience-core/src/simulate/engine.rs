@@ -267,7 +267,7 @@ fn classify(result: &Result<(), Answer>) -> Verdict {
     match result {
         Ok(()) | Err(Answer::Ok) => Verdict::Success,
         Err(Answer::Failed) => Verdict::TRANSIENT,
-        Err(Answer::Overloaded) => Verdict::Overloaded,
+        Err(Answer::Overloaded) => Verdict::OVERLOADED,
         Err(Answer::Retried) => Verdict::RetriedBelow,
     }
 }
