@@ -166,7 +166,9 @@ where
         }
         let marked = marker::is_marked(request.headers());
         if marked {
-            request.extensions_mut().insert(RetryMarker::new());
+            request
+                .extensions_mut()
+                .insert(RetryMarker::with_chain(told));
         }
         if let Some(told) = told {
             // Task-locals do not cross `tokio::spawn`; the extension does.

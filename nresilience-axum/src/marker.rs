@@ -4,6 +4,7 @@
 use std::future::Future;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
+use nresilience_core::chain::{self, Inbound};
 use nresilience_core::nesting::{self, NestingSource, MARKER_HEADER, MARKER_VALUE};
 use tokio::task::futures::TaskLocalFuture;
 
@@ -36,17 +37,30 @@ pub(crate) static MARKER: HeaderName = HeaderName::from_static(MARKER_HEADER);
 ///     .layer(NestedRetryLayer::new());
 /// ```
 ///
-/// Code that holds no request can read [`nesting::current`](crate::nesting::current) before
-/// spawning and wrap the task in [`nesting::scope`](crate::nesting::scope) instead.
+/// Code that holds no request can read [`nesting::current`](crate::nesting::current) and
+/// [`chain::inbound`] before spawning and wrap the task in
+/// [`nesting::scope`](crate::nesting::scope) and [`chain::serving`] instead. An unmarked
+/// request that carried chain headers has the [`chain::Inbound`] extension alone.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RetryMarker {
-    _private: (),
+    chain: Option<Inbound>,
 }
 
 impl RetryMarker {
-    /// A marker, as the layer inserts it. For tests of handlers that run without the layer.
+    /// A marker, as the layer inserts it for a request without chain headers. For tests of
+    /// handlers that run without the layer.
     pub const fn new() -> Self {
-        RetryMarker { _private: () }
+        RetryMarker { chain: None }
+    }
+
+    /// A marker for a request that said `chain` about the chain above it.
+    pub const fn with_chain(chain: Option<Inbound>) -> Self {
+        RetryMarker { chain }
+    }
+
+    /// What the request said about the chain above it, when it said anything.
+    pub const fn chain(&self) -> Option<Inbound> {
+        self.chain
     }
 
     /// Where the context came from: always [`NestingSource::Header`].
@@ -54,10 +68,14 @@ impl RetryMarker {
         NestingSource::Header
     }
 
-    /// Runs `future` inside the nesting context this request carried, as the layer runs the
-    /// request itself: wrap a spawned task in it.
-    pub fn scope<F: Future>(&self, future: F) -> TaskLocalFuture<NestingSource, F> {
-        nesting::scope(self.source(), future)
+    /// Runs `future` inside the nesting context this request carried, and with what it said
+    /// about the chain, as the layer runs the request itself: wrap a spawned task in it.
+    pub fn scope<F: Future>(
+        &self,
+        future: F,
+    ) -> TaskLocalFuture<Inbound, TaskLocalFuture<NestingSource, F>> {
+        let chain = self.chain.unwrap_or_default();
+        chain::serving(chain, nesting::scope(self.source(), future))
     }
 }
 

@@ -11,6 +11,7 @@ use axum::routing::get;
 use axum::Router;
 use nresilience_axum::nesting::{self, NestingSource};
 use nresilience_axum::{NestedRetry, NestedRetryLayer, RetryMarker};
+use nresilience_core::chain;
 use tower::{service_fn, Layer, Service, ServiceExt};
 
 use crate::support::{self, Events, MALFORMED, MARKED, UNMARKED};
@@ -35,6 +36,23 @@ async fn spawned(marker: Option<Extension<RetryMarker>>) -> String {
     format!("bare={bare} carried={carried}")
 }
 
+async fn spawned_chain(marker: Extension<RetryMarker>) -> String {
+    let read = || async {
+        chain::inbound().map_or("none".to_owned(), |said| {
+            let waits = said.deadline.is_some();
+            format!(
+                "depth={} attempts={} waits={waits}",
+                said.depth, said.attempts
+            )
+        })
+    };
+    let bare = tokio::spawn(read()).await.expect("the bare task");
+    let carried = tokio::spawn(marker.scope(read()))
+        .await
+        .expect("the carried task");
+    format!("bare: {bare}; carried: {carried}")
+}
+
 async fn traceparent(headers: HeaderMap) -> String {
     headers
         .get("traceparent")
@@ -46,6 +64,7 @@ fn app(layer: NestedRetryLayer) -> Router {
     Router::new()
         .route("/", get(report))
         .route("/spawn", get(spawned))
+        .route("/spawn-chain", get(spawned_chain))
         .route("/traceparent", get(traceparent))
         .layer(layer)
 }
@@ -125,6 +144,19 @@ async fn n4_marker_extension_carries_the_context_into_a_spawned_task() {
     let unmarked = Request::get("/spawn").body(Body::empty()).unwrap();
     let seen = body_of(app(NestedRetryLayer::new()), unmarked).await;
     assert_eq!(seen, "bare=none carried=no extension");
+}
+
+#[tokio::test]
+async fn c2_c4_the_marker_extension_carries_the_chain_facts_into_a_spawned_task() {
+    let told = Request::get("/spawn-chain")
+        .header(MARKER, "1")
+        .header(chain::DEPTH_HEADER, "2")
+        .header(chain::ATTEMPTS_HEADER, "16")
+        .header(chain::DEADLINE_HEADER, "900")
+        .body(Body::empty())
+        .unwrap();
+    let seen = body_of(app(NestedRetryLayer::new()), told).await;
+    assert_eq!(seen, "bare: none; carried: depth=2 attempts=16 waits=true");
 }
 
 #[tokio::test]

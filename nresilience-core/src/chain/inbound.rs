@@ -20,7 +20,7 @@ const MAX_DEADLINE_MS: u64 = 86_400_000;
 /// What the request being served said about its caller: how long the caller will still wait
 /// for the answer. A server layer sets it for the handler; a retrying call started inside
 /// runs with the smaller of its own deadline and this one, unless its policy opts out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Inbound {
     /// The instant the caller stops waiting.
