@@ -386,8 +386,10 @@ async fn e6_server_throttling_is_charged_to_the_budget() {
 
 #[tokio::test(start_paused = true)]
 async fn e5_ceiling_cuts_an_attempt_far_slower_than_recent_successes() {
+    // E5 alone: how the ceiling learns from these cuts is E7's (tests/ceiling_learns.rs).
     let policy = RetryPolicy::builder()
         .backoff(Backoff::none())
+        .attempt_ceiling(Some(AttemptCeiling::default().learn_from_cuts(false)))
         .build()
         .unwrap();
     for _ in 0..20 {

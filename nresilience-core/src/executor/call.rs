@@ -232,6 +232,9 @@ pub struct Call<E> {
     /// A token withdrawn for the next retry: spent when the retry goes out, returned if the
     /// call ends first (B13).
     token: bool,
+    /// Whether the running attempt is cut by the measured ceiling, not by the attempt
+    /// timeout or the deadline: a cut that the ceiling learns from (E7).
+    ceiling_binds: bool,
     phase: Phase,
     last: Option<LastAttempt<E>>,
     nested: Option<Nested>,
@@ -298,6 +301,7 @@ impl<E> Call<E> {
             estimate: Estimate::default(),
             permit: None,
             token: false,
+            ceiling_binds: false,
             phase: Phase::Ready,
             last: None,
             nested,
@@ -426,6 +430,9 @@ impl<E> Call<E> {
     /// When no attempt is running.
     pub fn timed_out<T>(&mut self, now: Instant) -> Step<T, E> {
         let duration = self.end_attempt(Verdict::TRANSIENT, now);
+        if self.ceiling_binds {
+            self.policy.record_cut(duration, now);
+        }
         self.last = Some(LastAttempt::TimedOut);
         let decision = self.decide(Verdict::TRANSIENT, duration, now);
         self.step(decision, now)
@@ -473,10 +480,13 @@ impl<E> Call<E> {
         tracing::event!(parent: &self.span, Level::DEBUG, attempt = i64::from(self.attempts), "nresilience.attempt");
         self.estimate = self.policy.estimate(now);
         let mut timeout = self.policy.attempt_timeout();
+        self.ceiling_binds = false;
         if let Some(ceiling) = self.estimate.ceiling {
+            self.ceiling_binds = timeout.is_none_or(|t| ceiling < t);
             timeout = Some(timeout.map_or(ceiling, |t| t.min(ceiling)));
         }
         if let Some(left) = self.time_left(now) {
+            self.ceiling_binds &= timeout.is_none_or(|t| t <= left);
             timeout = Some(timeout.map_or(left, |t| t.min(left)));
         }
         self.phase = Phase::Attempting;

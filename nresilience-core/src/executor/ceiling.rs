@@ -12,9 +12,11 @@ use crate::executor::error::InvalidPolicy;
 /// How the measured attempt ceiling is computed.
 ///
 /// Defaults to 3 × the p95 of successful attempts over a 5-minute window, applied once 20
-/// samples are in it, never below 50 ms, refreshed at least once a second. It only ever
-/// tightens the configured attempt timeout. Read a term by its field (`ceiling.multiple`); set
-/// it with the method of the same name.
+/// samples are in it, never below 50 ms, refreshed at least once a second, learning from the
+/// attempts it cuts (E7). It only ever tightens the configured attempt timeout. Read a term by
+/// its field (`ceiling.multiple`); set it with the method of the same name.
+/// [`AttemptCeiling::original`] is the original library's: refitted once per 75-second slice,
+/// blind to what it cuts.
 ///
 /// # Example
 ///
@@ -26,9 +28,10 @@ use crate::executor::error::InvalidPolicy;
 /// assert_eq!(ceiling.ceiling_for(Duration::from_millis(40)), Duration::from_millis(120));
 /// assert_eq!(ceiling.ceiling_for(Duration::from_millis(5)), Duration::from_millis(50));
 /// // The original library refits the ceiling once per 75-second slice.
-/// let frozen = AttemptCeiling::default().refresh(Duration::from_secs(75));
+/// let frozen = AttemptCeiling::original();
 /// assert!(frozen.validate().is_ok());
 /// assert_eq!(frozen.refresh, Duration::from_secs(75));
+/// assert!(!frozen.learn_from_cuts);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
@@ -45,6 +48,8 @@ pub struct AttemptCeiling {
     pub floor: Duration,
     /// How long a fitted ceiling is kept before it is fitted again.
     pub refresh: Duration,
+    /// Whether an attempt the ceiling cuts counts as a sample of at least its duration (E7).
+    pub learn_from_cuts: bool,
 }
 
 impl AttemptCeiling {
@@ -57,7 +62,17 @@ impl AttemptCeiling {
             minimum_samples: 20,
             floor: Duration::from_millis(50),
             refresh: Duration::from_secs(1),
+            learn_from_cuts: true,
         }
+    }
+
+    /// The original library's ceiling: the same terms, refitted once per 75-second slice, and
+    /// fed by successful attempts only. A brownout meets a ceiling fitted to healthy latency;
+    /// once every attempt outlasts it, none succeeds and the ceiling never rises.
+    pub const fn original() -> Self {
+        Self::new()
+            .refresh(Duration::from_secs(75))
+            .learn_from_cuts(false)
     }
 
     /// How many times the measured latency an attempt may take. Defaults to `3`.
@@ -96,6 +111,19 @@ impl AttemptCeiling {
     /// which cuts many of the brownout's attempts; a short one follows the latency up.
     pub const fn refresh(mut self, refresh: Duration) -> Self {
         self.refresh = refresh;
+        self
+    }
+
+    /// Whether an attempt the ceiling cuts counts as a latency sample of at least its
+    /// duration: a censored observation, not a missing one (E7). Defaults to `true`.
+    ///
+    /// Fed by successes alone, the ceiling cannot follow a dependency that turns slower than
+    /// it: every attempt is cut, none succeeds, and the ceiling stays where healthy latency
+    /// put it for as long as the slowdown lasts — a queue in front of a slowed dependency
+    /// does that. With the cut attempts counted, it climbs, at most tripling per refresh and
+    /// never past the attempt timeout, until attempts complete again.
+    pub const fn learn_from_cuts(mut self, learn: bool) -> Self {
+        self.learn_from_cuts = learn;
         self
     }
 
@@ -177,6 +205,7 @@ mod tests {
         assert_eq!(c.window, Duration::from_secs(300));
         assert_eq!(c.minimum_samples, 20);
         assert_eq!(c.refresh, Duration::from_secs(1));
+        assert!(c.learn_from_cuts, "E7 is the default");
         assert_eq!(c.ceiling_for(Duration::ZERO), Duration::from_millis(50));
     }
 

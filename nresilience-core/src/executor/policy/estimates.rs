@@ -4,6 +4,9 @@ use crate::backoff::MeasuredBase;
 use crate::executor::ceiling::AttemptCeiling;
 use crate::executor::latency::{nanos_since, LatencyWindow};
 
+/// The most a ceiling that learns from its cuts grows in one refresh (E7).
+const MAX_GROWTH: u32 = 3;
+
 /// What recent successful attempts say, as fitted at the last refresh.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct Estimate {
@@ -30,6 +33,8 @@ pub(crate) struct Estimates {
     windows: Option<Windows>,
     fitted_epoch: Option<u64>,
     fitted: Estimate,
+    /// Whether the ceiling learned from a cut attempt since the last fit (E7).
+    cut_since_fit: bool,
 }
 
 #[derive(Debug)]
@@ -72,6 +77,7 @@ impl Estimates {
             windows: None,
             fitted_epoch: None,
             fitted: Estimate::default(),
+            cut_since_fit: false,
         })
     }
 
@@ -92,6 +98,19 @@ impl Estimates {
         }
     }
 
+    /// Counts an attempt the ceiling cut after `duration` as a sample of at least that long
+    /// (E7), when the ceiling learns from its cuts. Only the ceiling's window takes it: the
+    /// measured base (K4) describes successful attempts.
+    pub(crate) fn record_cut(&mut self, duration: Duration, now: Instant) {
+        if !self.ceiling.is_some_and(|c| c.learn_from_cuts) {
+            return;
+        }
+        if let Some(window) = &mut self.windows(now).ceiling {
+            window.record(duration, now);
+            self.cut_since_fit = true;
+        }
+    }
+
     pub(crate) fn estimate(&mut self, now: Instant) -> Estimate {
         let origin = self.windows(now).origin;
         let epoch = nanos_since(origin, now) / self.refresh_nanos;
@@ -102,6 +121,7 @@ impl Estimates {
         if stale || (self.short_of_samples() && self.enough_samples(now)) {
             self.fitted_epoch = Some(epoch);
             self.fitted = self.fit(now);
+            self.cut_since_fit = false;
         }
         self.fitted
     }
@@ -129,12 +149,20 @@ impl Estimates {
             return Estimate::default();
         };
         let (ceiling, typical) = match (&self.ceiling, &windows.ceiling) {
-            (Some(config), Some(window)) => (
-                window
+            (Some(config), Some(window)) => {
+                let fitted = window
                     .quantile(config.quantile, now)
-                    .map(|q| config.ceiling_for(q)),
-                window.quantile(0.5, now),
-            ),
+                    .map(|q| config.ceiling_for(q));
+                // Learning from its cuts, the ceiling climbs at most threefold per refresh: a
+                // burst of cut attempts is evidence of slowness, not of how much.
+                let ceiling = match (fitted, self.fitted.ceiling) {
+                    (Some(fitted), Some(before)) if self.cut_since_fit => {
+                        Some(fitted.min(before.saturating_mul(MAX_GROWTH)))
+                    }
+                    (fitted, _) => fitted,
+                };
+                (ceiling, window.quantile(0.5, now))
+            }
             _ => (None, None),
         };
         let measured = match (&self.measured, &windows.measured) {

@@ -246,6 +246,14 @@ impl RetryPolicy {
         }
     }
 
+    /// Feeds an attempt the measured ceiling cut after `duration` to the ceiling, when it
+    /// learns from its cuts (E7).
+    pub(crate) fn record_cut(&self, duration: Duration, now: Instant) {
+        if let Some(estimates) = &self.inner.estimates {
+            lock(estimates).record_cut(duration, now);
+        }
+    }
+
     /// The delay before `next`, from the curve and the measured base.
     pub(crate) fn delay(&self, next: &NextAttempt, measured: Option<Duration>) -> Duration {
         let backoff = &self.inner.config.backoff;
