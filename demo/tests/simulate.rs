@@ -1,5 +1,6 @@
-//! `demo simulate` as users run it: the same seed prints the same bytes (S2), and the fleet
-//! mode shows each client held by its own budget (S1, B1, B2).
+//! `demo simulate` as users run it: the same seed prints the same bytes (S2), the fleet
+//! mode shows each client held by its own budget (S1, B1, B2), and the metastable scenario
+//! shows a db kept down by retries after its trigger ends, and drained by the budget (D3).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -79,4 +80,107 @@ fn s1_the_fleet_is_held_near_one_plus_the_fraction() {
     assert!(load(&classes[0]) < 1.12, "{}", classes[0]);
     assert!(load(&classes[4]) > 1.2, "{}", classes[4]);
     assert!(pure < on && on < off, "{off} {on} {pure}");
+}
+
+/// `--scenario metastable --json`: one object per run, in the order ceiling, then budget.
+fn metastable(args: &[&str]) -> Vec<Value> {
+    simulate(&[&["--scenario", "metastable", "--json"][..], args].concat())
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn run<'a>(runs: &'a [Value], ceiling: &str, budget: &str) -> &'a Value {
+    runs.iter()
+        .find(|r| r["ceiling"] == ceiling && r["budget"] == budget)
+        .unwrap_or_else(|| panic!("no run with the {ceiling} ceiling and the budget {budget}"))
+}
+
+#[test]
+fn s2_the_metastable_scenario_prints_the_same_bytes_for_a_seed() {
+    let table = simulate(&["--scenario", "metastable"]);
+    assert_eq!(table, simulate(&["--scenario", "metastable"]));
+    assert_ne!(
+        table,
+        simulate(&["--scenario", "metastable", "--seed", "7"]),
+        "another seed, another run"
+    );
+    assert_eq!(metastable(&[]), metastable(&[]));
+}
+
+#[test]
+fn d3_without_a_budget_retries_of_abandoned_work_keep_the_db_down_after_the_trigger() {
+    let runs = metastable(&[]);
+    assert_eq!(runs.len(), 4);
+    let share = |run: &Value, field: &str| run[field].as_f64().unwrap();
+    for run in &runs {
+        // Healthy at half its capacity, the db serves everyone before the trigger.
+        assert!(share(run, "availability_before") > 0.99, "{run}");
+        // Five times slower, it has less capacity than the calls need: its queue fills.
+        assert_eq!(run["peak_queue"], run["queue"], "{run}");
+    }
+    // Callers that give up before a full queue's wait, as the original's ceiling does, leave
+    // work the db still does; without a budget each retries it twice, more than the healthy
+    // db can serve, so the queue never drains although the trigger is long over.
+    let off = run(&runs, "original", "off");
+    assert!(off["recovered_in_s"].is_null(), "{off}");
+    assert!(share(off, "availability_after") < 0.5, "{off}");
+    let after_s = (off["trigger"]["after_s"].as_f64().unwrap()
+        + off["trigger"]["lasting_s"].as_f64().unwrap()) as usize;
+    let shed_late: u64 = off["shed_per_second"].as_array().unwrap()[after_s + 30..]
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert!(
+        shed_late > 0,
+        "half a minute after the trigger the queue still overflows"
+    );
+    // With the budget, retries are held near a tenth of the successes: the db drains.
+    let on = run(&runs, "original", "on");
+    assert!(on["recovered_in_s"].as_u64().is_some(), "{on}");
+    assert!(share(on, "availability_after") > 0.9, "{on}");
+    assert!(share(on, "worst_second_load") < share(off, "worst_second_load"));
+}
+
+#[test]
+fn e7_a_ceiling_that_learns_from_its_cuts_waits_out_the_queue() {
+    // Our ceiling rises with the attempts it cuts until they complete: the callers wait for
+    // the work they queued instead of leaving it behind, so nothing feeds the loop and the db
+    // recovers with the budget off as well.
+    let runs = metastable(&[]);
+    for budget in ["off", "on"] {
+        let learning = run(&runs, "learning", budget);
+        assert!(learning["recovered_in_s"].as_u64().is_some(), "{learning}");
+        assert!(
+            learning["availability_after"].as_f64().unwrap() > 0.9,
+            "{learning}"
+        );
+    }
+}
+
+#[test]
+fn d5_the_metastable_scenario_refuses_the_storms_flags() {
+    for flag in [
+        &["--hops", "3"][..],
+        &["--rate", "100"],
+        &["--fleet"],
+        &["--brownout-slower", "2"],
+        &["--ceiling-refresh", "75s"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_demo"))
+            .args(["simulate", "--scenario", "metastable"])
+            .args(flag)
+            .output()
+            .expect("the demo binary runs");
+        assert!(!output.status.success(), "{flag:?} was accepted");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("cannot be used with") && stderr.contains(flag[0]),
+            "{stderr}"
+        );
+    }
+    // The flags it takes.
+    let runs = metastable(&["--budget", "off", "--seed", "3"]);
+    assert_eq!(runs.len(), 2, "one budget, both ceilings");
+    assert!(runs.iter().all(|r| r["budget"] == "off" && r["seed"] == 3));
 }

@@ -2,13 +2,13 @@
 //! sizes instead of one, each with its own policy and bucket, to test the budget's promise
 //! that the fleet's amplification is bounded however the clients differ in size.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nresilience_core::simulate::{Dependency, HopReport, Load, Simulation, SimulationReport};
-use nresilience_core::{BudgetOptions, RetryBudget, RetryPolicy};
+use nresilience_core::{AttemptCeiling, BudgetOptions, RetryBudget, RetryPolicy};
 use serde_json::json;
 
-use super::{policy, worst_second, Args, Result};
+use super::{ceiling, policy, worst_second, Args, Result};
 
 /// (clients, calls per second each): 35 clients, 500 calls a second together.
 const SIZES: [(usize, f64); 5] = [(1, 240.0), (2, 60.0), (4, 20.0), (8, 5.0), (20, 1.0)];
@@ -33,11 +33,11 @@ impl FleetBudget {
         }
     }
 
-    fn policy(self, refresh: Duration) -> Result<RetryPolicy> {
+    fn policy(self, ceiling: AttemptCeiling) -> Result<RetryPolicy> {
         Ok(match self {
-            Self::Off => policy(refresh, false)?,
-            Self::On => policy(refresh, true)?,
-            Self::OnWithoutFloor => policy(refresh, true)?
+            Self::Off => policy(ceiling, false)?,
+            Self::On => policy(ceiling, true)?,
+            Self::OnWithoutFloor => policy(ceiling, true)?
                 .reconfigure()
                 .budget(
                     RetryBudget::automatic()
@@ -83,7 +83,7 @@ pub(super) fn main(args: &Args, dependency: &Dependency) -> Result<()> {
         );
     }
     for budget in FleetBudget::ALL {
-        let client = budget.policy(args.ceiling_refresh)?;
+        let client = budget.policy(ceiling(args.ceiling_refresh, args.ceiling_learns))?;
         let started = Instant::now();
         let report = Simulation::fleet(
             rates

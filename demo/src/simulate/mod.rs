@@ -6,6 +6,7 @@
 //! with a 10 s deadline. See `docs/simulation.md` for the figures and what they mean.
 
 mod fleet;
+mod metastable;
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
@@ -65,6 +66,10 @@ pub(crate) struct Args {
     /// Also run with the original library's 75 s refresh, side by side.
     #[arg(long)]
     compare_refresh: bool,
+    /// Whether the ceiling learns from the attempts it cuts (SPEC E7). The original's 75 s
+    /// refresh comes with its ceiling as it was, fed by successes only, whatever this says.
+    #[arg(long, value_enum, default_value_t = Learning::On)]
+    ceiling_learns: Learning,
     /// Services in series, each calling the next with the same policy; the last calls the
     /// dependency (3: frontend → backend → db client → db).
     #[arg(long, default_value_t = 1)]
@@ -78,9 +83,36 @@ pub(crate) struct Args {
     /// run it with the budget off, on, and on without its floor.
     #[arg(long, conflicts_with_all = ["hops", "plot", "compare_refresh", "budget"])]
     fleet: bool,
-    /// Write an SVG chart of the attempts reaching the dependency per second.
+    /// Write an SVG chart of the attempts reaching the dependency per second (with
+    /// `--scenario metastable`: the users' success rate and the db's load per second).
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Run a fixed scenario instead of the storm. `metastable`: a db with workers and a
+    /// bounded queue that finishes abandoned work, 5× slower for 5 s, budget off and on, with
+    /// our attempt ceiling and the original's (SPEC D3); it takes `--budget`, `--seed`,
+    /// `--json` and `--plot`.
+    #[arg(long, value_enum, conflicts_with_all = [
+        "rate", "duration", "p50", "p99", "tail", "brownout_after", "brownout_slower",
+        "brownout_lasting", "failing", "ceiling_refresh", "compare_refresh", "ceiling_learns",
+        "hops", "chain_rules", "fleet",
+    ])]
+    scenario: Option<Scenario>,
+}
+
+/// Whether the attempt ceiling learns from the attempts it cuts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Learning {
+    /// It does (E7; ours).
+    On,
+    /// It is fed by successes only.
+    Off,
+}
+
+/// The scenarios `--scenario` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Scenario {
+    /// SPEC D3: a short slowdown of a db with a queue, and what retries do after it ends.
+    Metastable,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -113,6 +145,9 @@ struct Run {
 }
 
 pub(crate) fn main(args: &Args) -> Result<()> {
+    if args.scenario == Some(Scenario::Metastable) {
+        return metastable::main(args);
+    }
     let dependency = dependency(args);
     if args.fleet {
         return fleet::main(args, &dependency);
@@ -201,11 +236,22 @@ fn dependency(args: &Args) -> Dependency {
         .failing(args.failing)
 }
 
-/// SPEC S1's policy: the defaults with a 10 s deadline, at one ceiling refresh.
-fn policy(refresh: Duration, budget: bool) -> Result<RetryPolicy> {
+/// The attempt ceiling refitted every `refresh`: the original library's at its 75 s, ours
+/// otherwise, learning from its cuts as `learning` says.
+fn ceiling(refresh: Duration, learning: Learning) -> AttemptCeiling {
+    if refresh == ORIGINAL_REFRESH {
+        return AttemptCeiling::original();
+    }
+    AttemptCeiling::default()
+        .refresh(refresh)
+        .learn_from_cuts(learning == Learning::On)
+}
+
+/// SPEC S1's policy: the defaults with a 10 s deadline, with `ceiling`.
+fn policy(ceiling: AttemptCeiling, budget: bool) -> Result<RetryPolicy> {
     let builder = RetryPolicy::builder()
         .deadline(Some(Duration::from_secs(10)))
-        .attempt_ceiling(Some(AttemptCeiling::default().refresh(refresh)));
+        .attempt_ceiling(Some(ceiling));
     let builder = if budget {
         builder
     } else {
@@ -221,7 +267,7 @@ fn simulate(
     budget: bool,
     chain_rules: bool,
 ) -> Result<Run> {
-    let policy = policy(refresh, budget)?;
+    let policy = policy(ceiling(refresh, args.ceiling_learns), budget)?;
     let started = Instant::now();
     let report = Simulation::chain(std::iter::repeat_n(policy, args.hops.max(1)))
         .against(dependency.clone())

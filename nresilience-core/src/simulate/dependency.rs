@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::rng::SplitMix64;
+use super::workers::{Pool, PoolSize};
 use super::InvalidSimulation;
 
 /// Beyond this multiple of the capacity a dependency sheds instead of queueing.
@@ -10,8 +11,8 @@ const SHED_MULTIPLE: u64 = 3;
 /// gets the 99.99th percentile, so the tail is long but not unbounded.
 const TAIL_CAP: f64 = 1e-4;
 
-/// The thing a simulated policy calls: a latency distribution, an optional capacity, and a
-/// schedule of things going wrong. The only modelled part of a simulation besides the load.
+/// The thing a simulated policy calls: a latency distribution, an optional capacity (or a
+/// pool of workers behind a queue), and a schedule of things going wrong. The only modelled part of a simulation besides the load.
 ///
 /// Every method returns a new value, so one dependency can be varied per simulation.
 ///
@@ -33,6 +34,7 @@ pub struct Dependency {
     tail: Tail,
     failure_rate: f64,
     capacity: Option<u32>,
+    pool: Option<PoolSize>,
     impairments: Vec<Impairment>,
 }
 
@@ -68,6 +70,25 @@ pub(super) struct Answer {
     pub(super) fails: bool,
 }
 
+/// What a dependency with workers did with an attempt at its door.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admission {
+    /// Queued or served at once; a worker is booked for it.
+    Booked,
+    /// Refused at once: every worker busy and the queue full.
+    Shed,
+    /// Refused at once: an outage.
+    Down,
+}
+
+impl Answer {
+    /// Refused at once.
+    const FAILED: Self = Self {
+        latency: Duration::ZERO,
+        fails: true,
+    };
+}
+
 impl Dependency {
     /// A dependency that answers every attempt, with latencies whose median is `p50` and whose
     /// 99th percentile is `p99` (see [`Tail`]). Equal quantiles give a constant latency.
@@ -78,6 +99,7 @@ impl Dependency {
             tail: Tail::default(),
             failure_rate: 0.0,
             capacity: None,
+            pool: None,
             impairments: Vec::new(),
         }
     }
@@ -119,9 +141,50 @@ impl Dependency {
 
     /// How many attempts it serves at once. Past it, attempts take longer in proportion to how
     /// far past it they are (`in flight / capacity`); past three times it, they fail at once.
-    /// Defaults to no bound.
+    /// An attempt its caller cuts stops counting at once. Defaults to no bound; see
+    /// [`workers`](Self::workers) for a dependency that keeps working for callers that left.
     pub fn capacity(mut self, concurrent: u32) -> Self {
         self.capacity = Some(concurrent);
+        self
+    }
+
+    /// Serves attempts as a database or a thread-pool server does: `workers` at a time, the
+    /// rest waiting in a first-in, first-out queue of at most `queue`. An attempt holds its
+    /// worker for the latency drawn when a worker takes it (times any brownout under way
+    /// then); one that finds every worker busy and the queue full fails at once, as a `503`
+    /// does. Work is never cancelled: an attempt its caller cut (the attempt ceiling, a
+    /// timeout, a deadline) keeps its place in the queue and then its worker until its work
+    /// is done, because a server does not see its client leave. Retries of abandoned work are
+    /// how a short slowdown becomes a metastable failure (Bronson et al., *Metastable Failures
+    /// in Distributed Systems*, HotOS 2021): the queue stays full of work nobody waits for,
+    /// long after the slowdown ended.
+    ///
+    /// Replaces [`capacity`](Self::capacity) (setting both is refused when the simulation
+    /// runs), and a chain's [`peers`](super::Load::peers) cannot share it: simulate them as a
+    /// [fleet](super::Simulation::fleet). [`Second::queue`](super::Second::queue) and
+    /// [`Second::shed`](super::Second::shed) report it. Defaults to no pool.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use nresilience_core::simulate::{Dependency, Load, Simulation};
+    /// use nresilience_core::{RetryBudget, RetryPolicy};
+    ///
+    /// let (ms, s) = (Duration::from_millis, Duration::from_secs);
+    /// let once = RetryPolicy::builder().max_attempts(1).budget(RetryBudget::None).build()?;
+    /// // One worker at 10 ms serves 100 attempts a second; 150 arrive, and none may wait.
+    /// let report = Simulation::policy(once)
+    ///     .against(Dependency::healthy(ms(10), ms(10)).workers(1, 0))
+    ///     .under(Load::constant(150.0))
+    ///     .for_duration(s(10))
+    ///     .run(1)?;
+    /// let shed: u64 = report.seconds.iter().map(|second| second.shed).sum();
+    /// assert_eq!(report.failed(), shed, "every failure is a refusal at the door");
+    /// assert!(report.availability() < 0.8, "{report}");
+    /// assert!(report.seconds.iter().all(|second| second.queue == 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn workers(mut self, workers: u32, queue: u32) -> Self {
+        self.pool = Some(PoolSize { workers, queue });
         self
     }
 
@@ -153,6 +216,20 @@ impl Dependency {
                 "dependency capacity must be at least 1".to_owned(),
             ));
         }
+        if let Some(pool) = self.pool {
+            if pool.workers == 0 {
+                return Err(InvalidSimulation::new(
+                    "a dependency needs at least 1 worker".to_owned(),
+                ));
+            }
+            if self.capacity.is_some() {
+                return Err(InvalidSimulation::new(
+                    "a dependency has a capacity or workers, not both: workers replace the \
+                     proportional slow-down of capacity"
+                        .to_owned(),
+                ));
+            }
+        }
         for impairment in &self.impairments {
             if impairment.lasting.is_zero() {
                 return Err(InvalidSimulation::new(
@@ -176,33 +253,79 @@ impl Dependency {
     pub(super) fn serve(&self, at: Duration, offered: u64, rng: &mut SplitMix64) -> Answer {
         let draw = rng.next_f64();
         let roll = rng.next_f64();
-        let failed = Answer {
-            latency: Duration::ZERO,
-            fails: true,
+        let Some(mut slower) = self.slower(at) else {
+            return Answer::FAILED;
         };
-        let mut slower = 1.0;
-        for impairment in &self.impairments {
-            if at < impairment.after || at.saturating_sub(impairment.after) >= impairment.lasting {
-                continue;
-            }
-            match impairment.slower {
-                Some(factor) => slower *= factor,
-                None => return failed,
-            }
-        }
         if let Some(capacity) = self.capacity.map(u64::from) {
             if offered > SHED_MULTIPLE * capacity {
-                return failed;
+                return Answer::FAILED;
             }
             if offered > capacity {
                 slower *= offered as f64 / capacity as f64;
             }
         }
-        let seconds = self.p50.as_secs_f64() * self.spread(draw) * slower;
         Answer {
-            latency: Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX),
+            latency: self.latency(draw, slower),
             fails: roll < self.failure_rate,
         }
+    }
+
+    /// The pool of workers this dependency serves from, empty, if it has one.
+    pub(super) fn pool(&self) -> Option<Pool> {
+        self.pool.map(Pool::new)
+    }
+
+    /// One attempt arriving `at` into the run at `pool`: its answer comes when its work is
+    /// done, after any wait for a worker; a full queue or an outage fails it at once. Draws
+    /// exactly two numbers whatever it decides, as [`serve`] does.
+    ///
+    /// [`serve`]: Self::serve
+    pub(super) fn serve_from(
+        &self,
+        pool: &mut Pool,
+        at: Duration,
+        rng: &mut SplitMix64,
+    ) -> (Answer, Admission) {
+        let draw = rng.next_f64();
+        let roll = rng.next_f64();
+        // An outage refuses connections: nothing reaches the queue.
+        if self.slower(at).is_none() {
+            return (Answer::FAILED, Admission::Down);
+        }
+        // A slowdown that ends while the attempt waits does not touch it; one that begins does
+        // (an outage beginning then is read as no slowdown: the work was already accepted).
+        let booking = pool.admit(at, |starts| {
+            self.latency(draw, self.slower(starts).unwrap_or(1.0))
+        });
+        match booking {
+            None => (Answer::FAILED, Admission::Shed),
+            Some(booking) => (
+                Answer {
+                    latency: booking.ends.saturating_sub(at),
+                    fails: roll < self.failure_rate,
+                },
+                Admission::Booked,
+            ),
+        }
+    }
+
+    /// The latency multiple of the brownouts under way `at` into the run, or `None` during an
+    /// outage.
+    fn slower(&self, at: Duration) -> Option<f64> {
+        let mut slower = 1.0;
+        for impairment in &self.impairments {
+            if at < impairment.after || at.saturating_sub(impairment.after) >= impairment.lasting {
+                continue;
+            }
+            slower *= impairment.slower?;
+        }
+        Some(slower)
+    }
+
+    /// The latency of a uniform `draw`, `slower` times the healthy one.
+    fn latency(&self, draw: f64, slower: f64) -> Duration {
+        let seconds = self.p50.as_secs_f64() * self.spread(draw) * slower;
+        Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX)
     }
 
     /// The multiple of the median a uniform draw in `[0, 1)` is worth: 1 at 0.5,
@@ -358,6 +481,45 @@ mod tests {
     }
 
     #[test]
+    fn d3_workers_answer_after_the_wait_and_refuse_at_the_door() {
+        let dependency = Dependency::healthy(ms(10), ms(10))
+            .brownout(ms(1_000), 5.0, ms(1_000))
+            .outage(ms(5_000), ms(1_000))
+            .workers(1, 1);
+        let mut pool = dependency.pool().unwrap();
+        let mut rng = SplitMix64::new(1);
+        let mut at = |s: u64| dependency.serve_from(&mut pool, ms(s), &mut rng);
+        assert_eq!(at(0), (answer(ms(10)), Admission::Booked));
+        assert_eq!(at(5), (answer(ms(15)), Admission::Booked), "waits 5 ms");
+        assert_eq!(
+            at(6),
+            (Answer::FAILED, Admission::Shed),
+            "the queue holds one"
+        );
+        // Work that a worker takes inside the brownout is slower, whenever it arrived.
+        assert_eq!(at(990), (answer(ms(10)), Admission::Booked));
+        assert_eq!(
+            at(995),
+            (answer(ms(55)), Admission::Booked),
+            "5 ms + 5 × 10 ms"
+        );
+        assert_eq!(at(5_500), (Answer::FAILED, Admission::Down));
+        // Whatever the pool decides, two numbers are drawn, as `serve` draws them.
+        let mut twin = SplitMix64::new(1);
+        for _ in 0..6 {
+            dependency.serve(ms(0), 1, &mut twin);
+        }
+        assert_eq!(rng.next_u64(), twin.next_u64());
+    }
+
+    fn answer(latency: Duration) -> Answer {
+        Answer {
+            latency,
+            fails: false,
+        }
+    }
+
+    #[test]
     fn failing_fails_about_that_fraction_after_the_latency() {
         let dependency = Dependency::healthy(ms(10), ms(10)).failing(0.25);
         let mut rng = SplitMix64::new(3);
@@ -379,6 +541,9 @@ mod tests {
             .is_err());
         assert!(ok.clone().failing(1.5).validate().is_err());
         assert!(ok.clone().capacity(0).validate().is_err());
+        assert!(ok.clone().workers(0, 10).validate().is_err());
+        assert!(ok.clone().workers(1, 0).validate().is_ok());
+        assert!(ok.clone().capacity(8).workers(8, 8).validate().is_err());
         assert!(ok.clone().brownout(ms(0), 0.5, ms(1)).validate().is_err());
         let error = ok.outage(ms(0), Duration::ZERO).validate().unwrap_err();
         assert_eq!(

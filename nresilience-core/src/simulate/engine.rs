@@ -12,10 +12,11 @@ use std::time::Duration;
 use tokio::task::{JoinHandle, LocalSet};
 use tokio::time::Instant;
 
-use super::dependency::Dependency;
+use super::dependency::{Admission, Dependency};
 use super::load::Load;
 use super::report::{worst_second, HopReport, Second, SimulationReport, Totals};
 use super::rng::SplitMix64;
+use super::workers::Pool;
 use super::InvalidSimulation;
 use crate::budget::RetryBudget;
 use crate::chain::{self, Inbound};
@@ -323,11 +324,22 @@ struct World {
 struct State {
     rng: SplitMix64,
     in_flight: u64,
+    /// The dependency's workers and queue, when it has them.
+    pool: Option<Pool>,
+    /// The pool's queue and refusals, per second.
+    pool_seconds: Vec<PoolSecond>,
     hops: Vec<HopTally>,
     latencies: Vec<Duration>,
     outstanding: usize,
     waiter: Option<Waker>,
     panicked: bool,
+}
+
+/// What the dependency's pool saw in one second.
+#[derive(Debug, Clone, Copy, Default)]
+struct PoolSecond {
+    queue: u64,
+    shed: u64,
 }
 
 #[derive(Default)]
@@ -368,6 +380,8 @@ impl World {
             state: RefCell::new(State {
                 rng,
                 in_flight: 0,
+                pool: setup.dependency.pool(),
+                pool_seconds: Vec::new(),
                 hops,
                 latencies: Vec::new(),
                 outstanding: 0,
@@ -407,9 +421,33 @@ impl World {
     fn serve(self: &Rc<Self>, now: Instant) -> (super::dependency::Answer, InFlight) {
         let answer = self.with(|state| {
             state.in_flight += 1;
-            let offered = state.in_flight.saturating_mul(self.peers);
-            self.dependency
-                .serve(self.since(now), offered, &mut state.rng)
+            let since_start = self.since(now);
+            let State {
+                rng,
+                pool,
+                pool_seconds,
+                in_flight,
+                ..
+            } = state;
+            let Some(pool) = pool else {
+                let offered = in_flight.saturating_mul(self.peers);
+                return self.dependency.serve(since_start, offered, rng);
+            };
+            // The pool books the attempt's worker now; cutting the attempt later leaves the
+            // booking standing, which is the point of the model.
+            let (answer, admission) = self.dependency.serve_from(pool, since_start, rng);
+            let index = usize::try_from(since_start.as_secs()).unwrap_or(usize::MAX);
+            if pool_seconds.len() <= index {
+                pool_seconds.resize(index + 1, PoolSecond::default());
+            }
+            let second = &mut pool_seconds[index];
+            // Between arrivals the queue only shrinks, so its peak is seen at an arrival.
+            let queued = u64::try_from(pool.queued(since_start)).unwrap_or(u64::MAX);
+            second.queue = second.queue.max(queued);
+            if admission == Admission::Shed {
+                second.shed += 1;
+            }
+            answer
         });
         (answer, InFlight(Rc::clone(self)))
     }
@@ -466,6 +504,7 @@ impl World {
             .hops
             .iter()
             .map(|t| t.seconds.len())
+            .chain([state.pool_seconds.len()])
             .max()
             .unwrap_or(0);
         let seconds = (0..length)
@@ -477,10 +516,13 @@ impl World {
                         .map(field)
                         .sum()
                 };
+                let pool = state.pool_seconds.get(i).copied().unwrap_or_default();
                 Second {
                     calls: sum(&entries, |s| s.calls),
                     attempts: sum(&reaching, |s| s.attempts),
                     failed: sum(&entries, |s| s.failed),
+                    queue: pool.queue,
+                    shed: pool.shed,
                 }
             })
             .collect();
@@ -534,5 +576,111 @@ impl Drop for Outstanding {
                 waiter.wake();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::budget::RetryBudget;
+    use crate::executor::policy::RetryPolicy;
+    use crate::simulate::{Dependency, Load, Simulation, SimulationReport};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// One attempt per call, cut after `timeout`, no ceiling of its own.
+    fn impatient(timeout: Duration) -> RetryPolicy {
+        RetryPolicy::builder()
+            .max_attempts(1)
+            .budget(RetryBudget::None)
+            .attempt_timeout(Some(timeout))
+            .attempt_ceiling(None)
+            .build()
+            .expect("a valid policy")
+    }
+
+    fn run(policy: RetryPolicy, dependency: Dependency, rate: f64) -> SimulationReport {
+        Simulation::policy(policy)
+            .against(dependency)
+            .under(Load::constant(rate))
+            .for_duration(Duration::from_secs(10))
+            .run(5)
+            .expect("a valid simulation")
+    }
+
+    fn peak_queue(report: &SimulationReport) -> u64 {
+        report.seconds.iter().map(|s| s.queue).max().unwrap_or(0)
+    }
+
+    #[test]
+    fn d3_abandoned_work_stays_queued_after_its_callers_left() {
+        // One worker at 40 ms serves 25 attempts a second; 30 arrive, and each caller leaves
+        // after 50 ms. Fewer than two callers wait at any instant, yet the queue keeps every
+        // request they left behind: it grows by about 5 a second, whoever still waits.
+        let report = run(
+            impatient(ms(50)),
+            Dependency::healthy(ms(40), ms(40)).workers(1, 1_000),
+            30.0,
+        );
+        assert!(peak_queue(&report) > 20, "{:?}", report.seconds);
+        // Once the queue is longer than a caller's patience, nobody is served in time.
+        let last = report.seconds[9];
+        assert_eq!(last.failed, last.calls, "{:?}", report.seconds);
+        assert_eq!(report.seconds.iter().map(|s| s.shed).sum::<u64>(), 0);
+    }
+
+    #[test]
+    fn d3_a_full_queue_answers_at_once() {
+        // The same overload with a queue of 2: the surplus is refused at the door, at once,
+        // and what is admitted waits at most two services, so most calls still succeed.
+        let report = run(
+            impatient(ms(200)),
+            Dependency::healthy(ms(40), ms(40)).workers(1, 2),
+            30.0,
+        );
+        assert!(peak_queue(&report) <= 2);
+        let shed: u64 = report.seconds.iter().map(|s| s.shed).sum();
+        assert!(shed > 0);
+        assert_eq!(report.failed(), shed, "{report}");
+        // A refused call fails in no time: the fastest failure is as fast as the fastest call.
+        assert_eq!(report.latency(0.0), Duration::ZERO);
+        assert!(report.availability() > 0.7, "{report}");
+    }
+
+    #[test]
+    fn d3_capacity_frees_a_cut_attempt_at_once_and_workers_do_not() {
+        // The same load and patience against the two models: capacity forgets a caller that
+        // left, so it recovers between bursts; workers serve the abandoned work first.
+        let capacity = run(
+            impatient(ms(50)),
+            Dependency::healthy(ms(40), ms(40)).capacity(1),
+            30.0,
+        );
+        let workers = run(
+            impatient(ms(50)),
+            Dependency::healthy(ms(40), ms(40)).workers(1, 1_000),
+            30.0,
+        );
+        assert_eq!(capacity.calls, workers.calls, "the same calls offered");
+        assert!(
+            capacity.availability() > workers.availability() + 0.2,
+            "capacity {capacity}\nworkers {workers}"
+        );
+        assert!(capacity.seconds.iter().all(|s| s.queue == 0 && s.shed == 0));
+    }
+
+    #[test]
+    fn s2_a_pool_is_deterministic() {
+        let dependency = Dependency::healthy(ms(20), ms(200))
+            .brownout(Duration::from_secs(3), 5.0, Duration::from_secs(2))
+            .workers(4, 50);
+        let policy = RetryPolicy::builder().build().expect("a valid policy");
+        let first = run(policy.clone(), dependency.clone(), 100.0);
+        let again = run(policy, dependency, 100.0);
+        assert_eq!(format!("{first:?}"), format!("{again:?}"));
+        assert_eq!(first.seconds, again.seconds);
     }
 }

@@ -42,7 +42,9 @@
 //!   `[0, 2 / rate)`, until the run's duration. Calls in flight then are allowed to finish.
 //! - **Attempts**: the attempt closure sleeps the latency the dependency drew and returns
 //!   `Ok(())` or an error the default classifier calls transient. An attempt the policy cuts
-//!   (its timeout or measured ceiling) is dropped, and stops occupying the dependency.
+//!   (its timeout or measured ceiling) is dropped, and stops occupying the dependency, unless
+//!   the dependency has [`workers`](Dependency::workers): their work goes on without its
+//!   caller.
 //! - **Fleets**: with [`Simulation::fleet`], every member is a client of its own (its own
 //!   policy and load) calling the one dependency; they meet only in its capacity.
 //! - **Chains**: with [`Simulation::chain`], each policy's attempt is a request to the next
@@ -66,6 +68,7 @@ mod engine;
 mod load;
 mod report;
 mod rng;
+mod workers;
 
 use std::error::Error;
 use std::fmt;
@@ -247,6 +250,13 @@ impl Simulation {
         dependency.validate()?;
         for load in loads {
             load.validate()?;
+        }
+        if dependency.pool().is_some() && loads.iter().any(|load| load.peers != 1) {
+            return Err(InvalidSimulation::new(
+                "peers are not simulated, so they cannot wait in the dependency's queue: \
+                 simulate them as a fleet"
+                    .to_owned(),
+            ));
         }
         engine::run(
             engine::Setup {

@@ -11,6 +11,12 @@ pub struct Second {
     pub attempts: u64,
     /// Calls started in this second that did not succeed.
     pub failed: u64,
+    /// The most attempts waiting for a worker at once in this second, those whose caller had
+    /// left included; `0` unless the dependency has [`workers`](super::Dependency::workers).
+    pub queue: u64,
+    /// Attempts the dependency's full queue refused at once in this second; `0` unless it has
+    /// [`workers`](super::Dependency::workers).
+    pub shed: u64,
 }
 
 /// What one policy of the simulated chain, or one client of the simulated fleet, did; a
