@@ -147,10 +147,17 @@ pub fn deadline_ms(value: &[u8]) -> Option<Duration> {
     (millis <= MAX_DEADLINE_MS).then(|| Duration::from_millis(millis))
 }
 
-/// The `x-nresilience-deadline-ms` value for `left`: whole milliseconds, rounded down so a
-/// callee never waits past its caller, and never more than a day.
+/// The `x-nresilience-deadline-ms` value for `left`: whole milliseconds, never more than a
+/// day, rounded up.
+///
+/// Up, so that the caller's own cut comes first: the callee gives up no sooner than its
+/// caller stops waiting, and the caller sees its attempt cut, not answered a moment before
+/// the cut with the callee's `504` — a cut its measured ceiling learns from (E7), an answer
+/// it does not. The callee never works on past that in practice: the caller's cut closes
+/// the request, and the callee's handler, with its calls, is dropped with it.
 pub fn deadline_value(left: Duration) -> u64 {
-    u64::try_from(left.as_millis())
+    let millis = left.as_millis() + u128::from(!left.subsec_nanos().is_multiple_of(1_000_000));
+    u64::try_from(millis)
         .unwrap_or(u64::MAX)
         .min(MAX_DEADLINE_MS)
 }
@@ -185,8 +192,10 @@ mod tests {
     }
 
     #[test]
-    fn c2_the_value_written_rounds_down_and_reads_back() {
-        assert_eq!(deadline_value(Duration::from_micros(40_999)), 40);
+    fn c2_e7_the_value_written_rounds_up_and_reads_back() {
+        assert_eq!(deadline_value(Duration::from_micros(40_001)), 41);
+        assert_eq!(deadline_value(Duration::from_millis(40)), 40);
+        assert_eq!(deadline_value(Duration::ZERO), 0);
         assert_eq!(deadline_value(Duration::MAX), MAX_DEADLINE_MS);
         let written = deadline_value(Duration::from_millis(1234)).to_string();
         assert_eq!(
