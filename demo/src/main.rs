@@ -1,8 +1,8 @@
 //! The nresilience demo: a frontend → backend → db chain on loopback.
 //!
-//! `demo` with no arguments runs the whole chain in one process for 20 s with a fault window
-//! in db, printing a line a second and a summary. `demo frontend|backend|db` runs one hop
-//! as its own process.
+//! `demo` with no arguments runs the whole chain in one process twice, budgets off then on,
+//! 30 s each with a 5-second fault in db, printing a line a second and the two runs side by
+//! side. `demo frontend|backend|db` runs one hop as its own process.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ mod simulate;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
-use demo::chain::{self, ChainArgs, Hop, Result, Stats};
+use demo::chain::{self, Budget, ChainArgs, CurrentRun, DbArgs, Hop, Result, RetryArgs, Stats};
 use demo::telemetry;
 
 #[derive(Debug, Parser)]
@@ -26,75 +26,103 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Runs the db hop alone.
-    Db(HopArgs),
+    Db(DbHop),
     /// Runs the backend hop alone, calling `--upstream` (a db).
-    Backend(HopArgs),
+    Backend(RetryingHop),
     /// Runs the frontend hop alone, calling `--upstream` (a backend).
-    Frontend(HopArgs),
+    Frontend(RetryingHop),
     /// Simulates the original library's retry storm in virtual time, budget off and on (SPEC S1).
     Simulate(simulate::Args),
 }
 
+/// db alone: where it listens, its capacity and its fault.
 #[derive(Debug, clap::Args)]
-struct HopArgs {
+struct DbHop {
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
-    /// The next hop's URL (backend and frontend).
-    #[arg(long)]
-    upstream: Option<String>,
     #[command(flatten)]
-    chain: ChainArgs,
+    db: DbArgs,
+}
+
+/// A retrying hop alone: where it listens, what it calls, how it retries.
+#[derive(Debug, clap::Args)]
+struct RetryingHop {
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// The next hop's URL.
+    #[arg(long)]
+    upstream: String,
+    /// The hop's retry budget.
+    #[arg(long, value_enum, default_value_t = Budget::On)]
+    budget: Budget,
+    #[command(flatten)]
+    retry: RetryArgs,
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
-    let chain = match &cli.command {
-        Some(Command::Db(args) | Command::Backend(args) | Command::Frontend(args)) => &args.chain,
-        _ => &cli.chain,
+    let valid = match &cli.command {
+        None => cli.chain.validate(),
+        Some(Command::Db(hop)) => hop.db.validate(),
+        Some(Command::Backend(hop) | Command::Frontend(hop)) => hop
+            .retry
+            .validate()
+            .and_then(|()| chain::parse_upstream(&hop.upstream).map(drop)),
+        Some(Command::Simulate(_)) => Ok(()),
     };
-    if let Err(reason) = chain.validate() {
+    if let Err(reason) = valid {
         Cli::command()
             .error(ErrorKind::ValueValidation, reason)
             .exit();
     }
     let stats = Arc::new(Stats::new());
+    let current = Arc::new(CurrentRun::new(Arc::clone(&stats)));
     match cli.command {
         None => {
-            let _telemetry = telemetry::init("demo", Arc::clone(&stats))?;
-            chain::run(&cli.chain, stats).await?;
+            let _telemetry = telemetry::init("demo", Arc::clone(&current))?;
+            chain::run_all(&cli.chain, &current).await?;
         }
-        Some(Command::Db(args)) => serve_hop(Hop::Db, args, stats).await?,
-        Some(Command::Backend(args)) => serve_hop(Hop::Backend, args, stats).await?,
-        Some(Command::Frontend(args)) => serve_hop(Hop::Frontend, args, stats).await?,
+        Some(Command::Db(hop)) => {
+            let app = chain::db_app(Arc::clone(&stats), hop.db);
+            serve_hop(Hop::Db, app, hop.listen, stats, current).await?;
+        }
+        Some(Command::Backend(hop)) => serve_retrying(Hop::Backend, hop, stats, current).await?,
+        Some(Command::Frontend(hop)) => serve_retrying(Hop::Frontend, hop, stats, current).await?,
         Some(Command::Simulate(args)) => simulate::main(&args)?,
     }
     Ok(())
 }
 
+async fn serve_retrying(
+    hop: Hop,
+    args: RetryingHop,
+    stats: Arc<Stats>,
+    current: Arc<CurrentRun>,
+) -> Result<()> {
+    let client = chain::hop_client(hop, args.retry, args.budget)?;
+    let app = chain::hop_app(hop, Arc::clone(&stats), client, args.upstream);
+    serve_hop(hop, app, args.listen, stats, current).await
+}
+
 /// Serves one hop until interrupted.
-async fn serve_hop(hop: Hop, args: HopArgs, stats: Arc<Stats>) -> Result<()> {
-    let _telemetry = telemetry::init(hop.name(), Arc::clone(&stats))?;
-    let app = match hop {
-        Hop::Db => chain::db_app(Arc::clone(&stats), args.chain.faults()),
-        Hop::Backend | Hop::Frontend => {
-            let upstream = args
-                .upstream
-                .ok_or_else(|| format!("{} needs --upstream URL", hop.name()))?;
-            if let Err(reason) = chain::parse_upstream(&upstream) {
-                Cli::command()
-                    .error(ErrorKind::ValueValidation, reason)
-                    .exit();
-            }
-            let client = chain::hop_client(hop, args.chain.attempts, args.chain.budget)?;
-            chain::hop_app(hop, Arc::clone(&stats), client, upstream)
-        }
-    };
-    let addr = chain::serve(app, args.listen).await?;
+async fn serve_hop(
+    hop: Hop,
+    app: axum::Router,
+    listen: SocketAddr,
+    stats: Arc<Stats>,
+    current: Arc<CurrentRun>,
+) -> Result<()> {
+    let _telemetry = telemetry::init(hop.name(), current)?;
+    // Listening for Ctrl-C before saying so: an interrupt right after the line below must
+    // stop the hop cleanly, not kill it.
+    let interrupted = interrupted()?;
+    let addr = chain::serve(app, listen).await?;
     println!("{} listening on http://{addr}/", hop.name());
     let ticker = tokio::spawn(hop_progress(hop, Arc::clone(&stats)));
-    tokio::signal::ctrl_c().await?;
+    interrupted.await;
     ticker.abort();
     println!(
         "{}: {} requests, {} NestedRetry, {} budget refusals, busiest second {} requests",
@@ -110,8 +138,25 @@ async fn serve_hop(hop: Hop, args: HopArgs, stats: Arc<Stats>) -> Result<()> {
     Ok(())
 }
 
-/// A line a second for a hop running alone: what it received that second, and how many
-/// nested retries and refusals so far.
+/// Completes on Ctrl-C (SIGINT); the handler is in place when this returns.
+#[cfg(unix)]
+fn interrupted() -> Result<impl std::future::Future<Output = ()>> {
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    Ok(async move {
+        interrupt.recv().await;
+    })
+}
+
+/// Completes on Ctrl-C.
+#[cfg(not(unix))]
+fn interrupted() -> Result<impl std::future::Future<Output = ()>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+}
+
+/// A line a second for a hop running alone: what it received that second (and db's queue),
+/// and how many nested retries and budget refusals so far.
 async fn hop_progress(hop: Hop, stats: Arc<Stats>) {
     let mut ticker = tokio::time::interval(std::time::Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -120,8 +165,16 @@ async fn hop_progress(hop: Hop, stats: Arc<Stats>) {
         ticker.tick().await;
         let second = stats.second().saturating_sub(1);
         // Every second, traffic or not: a silent hop would look like a hung one.
+        let queue = match hop {
+            Hop::Db => format!(
+                ", queue ≤ {}, {} refused",
+                stats.db_queue_in(second),
+                stats.db_refused_in(second)
+            ),
+            Hop::Backend | Hop::Frontend => String::new(),
+        };
         println!(
-            "t={second:>3}s  {}: {:>6} requests this second; running totals: NestedRetry {:>7}  refusals {:>7}",
+            "t={second:>3}s  {}: {:>6} requests this second{queue}; running totals: NestedRetry {:>7}  budget refusals {:>7}",
             hop.name(),
             stats.received_in(hop, second),
             stats.nested_total(hop),

@@ -4,30 +4,47 @@
 
 use std::sync::Arc;
 
-use demo::chain::{self, Budget, ChainArgs, Hop, NestedCounter, Stats};
+use demo::chain::{
+    self, Budget, Ceiling, ChainArgs, CurrentRun, DbArgs, Hop, NestedCounter, RetryArgs, Rules,
+    Stats,
+};
 use tracing_subscriber::layer::SubscriberExt;
 
+/// Three seconds at 100 calls a second; in the second second db fails every query.
 fn args(budget: Budget) -> ChainArgs {
     ChainArgs {
         duration: 3,
         rps: 100,
-        budget,
-        fault_start: 1,
-        fault_length: 1,
-        fault_error_rate: 1.0,
-        fault_slowdown: 2.0,
-        attempts: 4,
+        user_timeout_ms: 2_000,
+        budget: Some(budget),
+        compare: false,
+        plot: None,
         json: true,
+        retry: RetryArgs {
+            attempts: 4,
+            ceiling: Ceiling::Learning,
+            chain_rules: Rules::On,
+        },
+        db: DbArgs {
+            db_workers: 100,
+            db_queue: 1_000,
+            db_query_ms: 2,
+            fault_start: 1,
+            fault_length: 1,
+            fault_slowdown: 2.0,
+            fault_error_rate: 1.0,
+        },
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn d1_the_chain_retries_nests_and_the_budget_bounds_db_load() {
     let stats = Arc::new(Stats::new());
-    let subscriber = tracing_subscriber::registry().with(NestedCounter::new(Arc::clone(&stats)));
+    let current = Arc::new(CurrentRun::new(Arc::clone(&stats)));
+    let subscriber = tracing_subscriber::registry().with(NestedCounter::new(current));
     tracing::subscriber::set_global_default(subscriber).unwrap();
 
-    let summary = chain::run(&args(Budget::On), Arc::clone(&stats))
+    let summary = chain::run(&args(Budget::On), Budget::On, Arc::clone(&stats))
         .await
         .unwrap();
     let json = serde_json::to_value(&summary).unwrap();

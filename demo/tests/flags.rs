@@ -40,6 +40,24 @@ fn d5_values_that_would_fail_every_request_are_refused_with_the_reason() {
             "--fault-length must be at most 86400 seconds",
         ),
         (&["--rps", "0"], "--rps must be at least 1"),
+        (
+            &["--user-timeout-ms", "0"],
+            "--user-timeout-ms must be from 1",
+        ),
+        (&["--db-workers", "0"], "--db-workers must be from 1"),
+        (&["--db-query-ms", "0"], "--db-query-ms must be from 1"),
+        (&["--db-queue", "4294967295"], "--db-queue must be at most"),
+        (&["db", "--db-workers", "0"], "--db-workers must be from 1"),
+        (
+            &[
+                "backend",
+                "--upstream",
+                "http://127.0.0.1:1/",
+                "--attempts",
+                "0",
+            ],
+            "--attempts must be at least 1",
+        ),
         (&["--attempts", "0"], "--attempts must be at least 1"),
         (
             &["db", "--fault-error-rate=-0.5"],
@@ -57,4 +75,53 @@ fn d5_an_upstream_that_is_not_an_http_url_is_refused() {
         let said = refused(&["backend", "--upstream", upstream]);
         assert!(said.contains("--upstream"), "{upstream}: {said}");
     }
+}
+
+#[test]
+fn d5_a_hop_refuses_the_flags_it_would_ignore() {
+    for (args, flag) in [
+        (&["db", "--duration", "5"][..], "--duration"),
+        (&["db", "--budget", "off"], "--budget"),
+        (&["db", "--attempts", "2"], "--attempts"),
+        (
+            &["backend", "--upstream", "http://127.0.0.1:1/", "--rps", "5"],
+            "--rps",
+        ),
+        (
+            &[
+                "backend",
+                "--upstream",
+                "http://127.0.0.1:1/",
+                "--fault-start",
+                "1",
+            ],
+            "--fault-start",
+        ),
+        (
+            &["frontend", "--upstream", "http://127.0.0.1:1/", "--json"],
+            "--json",
+        ),
+        (
+            &[
+                "frontend",
+                "--upstream",
+                "http://127.0.0.1:1/",
+                "--plot",
+                "x.svg",
+            ],
+            "--plot",
+        ),
+    ] {
+        let said = refused(args);
+        assert!(
+            said.contains(&format!("unexpected argument '{flag}'")),
+            "{args:?}: {said}"
+        );
+    }
+}
+
+#[test]
+fn d4_one_budget_and_the_comparison_are_one_or_the_other() {
+    let said = refused(&["--budget", "on", "--compare"]);
+    assert!(said.contains("cannot be used with"), "{said}");
 }

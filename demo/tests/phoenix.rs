@@ -245,6 +245,8 @@ async fn d2_one_trace_shows_the_nested_retry_at_the_backend() {
     // marked requests, which is the nesting the trace must show.
     let output = Command::new(env!("CARGO_BIN_EXE_demo"))
         .args([
+            "--budget",
+            "on",
             "--duration",
             "3",
             "--rps",
@@ -252,6 +254,8 @@ async fn d2_one_trace_shows_the_nested_retry_at_the_backend() {
             "--fault-start",
             "1",
             "--fault-length",
+            "1",
+            "--fault-slowdown",
             "1",
             "--fault-error-rate",
             "1.0",

@@ -1,8 +1,9 @@
 //! The chain as three processes (SPEC D1, N1, N4, N5, C5, C6): the marker crosses real
 //! process boundaries, so only the backend — serving the frontend's marked requests and
 //! retrying onwards — reports nested retries; a backend that retried is not retried by the
-//! frontend; a backend pointed at itself stops at the loop guard; and each hop stops
-//! cleanly on SIGINT.
+//! frontend; a backend pointed at itself stops at the loop guard; a hop without a tracing
+//! backend of its own still passes its caller's trace on (D5); and each hop stops cleanly on
+//! SIGINT.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -30,20 +31,20 @@ impl Hop {
     /// Like [`start`](Self::start), listening on `listen`.
     fn start_on(name: &'static str, listen: &str, upstream: Option<&str>) -> (Self, String) {
         let mut command = Command::new(env!("CARGO_BIN_EXE_demo"));
-        command.args([
-            name,
-            "--listen",
-            listen,
-            "--fault-start",
-            "0",
-            "--fault-length",
-            "3600",
-            "--fault-error-rate",
-            "1.0",
-        ]);
-        if let Some(upstream) = upstream {
-            command.args(["--upstream", upstream]);
-        }
+        command.args([name, "--listen", listen]);
+        match upstream {
+            Some(upstream) => command.args(["--upstream", upstream]),
+            None => command.args([
+                "--fault-start",
+                "0",
+                "--fault-length",
+                "3600",
+                "--fault-slowdown",
+                "1",
+                "--fault-error-rate",
+                "1.0",
+            ]),
+        };
         let mut child = command
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
@@ -192,4 +193,54 @@ fn d4_a_hop_running_alone_prints_a_line_every_second_even_without_traffic() {
         .filter(|line| line.starts_with("t=") && line.contains("0 requests this second"))
         .count();
     assert!(ticks >= 2, "{ticks} lines in 2.5 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d5_a_hop_without_an_exporter_passes_its_callers_trace_on() {
+    use axum::http::HeaderMap;
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let (seen, mut told) = tokio::sync::mpsc::unbounded_channel();
+    let upstream = axum::Router::new().route(
+        "/",
+        get(move |headers: HeaderMap| async move {
+            let traceparent = headers
+                .get("traceparent")
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned);
+            let _ = seen.send(traceparent);
+            "row"
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream_url = format!("http://{}/", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, upstream).await });
+    let (backend, url) = Hop::start("backend", Some(&upstream_url));
+
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "GET / HTTP/1.1\r\nhost: {addr}\r\ntraceparent: 00-{trace}-00f067aa0ba902b7-01\r\nconnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    backend.stop();
+
+    let passed_on = told
+        .recv()
+        .await
+        .unwrap()
+        .expect("a traceparent reached the upstream");
+    assert!(
+        passed_on.starts_with(&format!("00-{trace}-")),
+        "the caller's trace: {passed_on}"
+    );
+    assert!(
+        !passed_on.contains("00f067aa0ba902b7"),
+        "a span of the backend's own: {passed_on}"
+    );
 }

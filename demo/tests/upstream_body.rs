@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use demo::chain::{self, Budget, Hop, Stats};
+use demo::chain::{self, Budget, Ceiling, Hop, RetryArgs, Rules, Stats};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -34,7 +34,12 @@ async fn broken_upstream(stall: bool) -> String {
 
 /// What a backend in front of `upstream` answers a request whose caller waits 300 ms.
 async fn backend_answer(upstream: String) -> (u16, Duration) {
-    let client = chain::hop_client(Hop::Backend, 1, Budget::On).unwrap();
+    let retry = RetryArgs {
+        attempts: 1,
+        ceiling: Ceiling::Learning,
+        chain_rules: Rules::On,
+    };
+    let client = chain::hop_client(Hop::Backend, retry, Budget::On).unwrap();
     let app = chain::hop_app(Hop::Backend, Arc::new(Stats::new()), client, upstream);
     let addr = chain::serve(app, "127.0.0.1:0".parse().unwrap())
         .await

@@ -135,7 +135,10 @@ mod tests {
     fn c2_each_attempt_carries_the_time_its_caller_waits_in_whole_milliseconds() {
         let mut headers = HeaderMap::new();
         stamp_chain(&mut headers, facts(Some(Duration::from_micros(40_900))));
-        assert_eq!(headers[DEADLINE_HEADER], "41", "rounded up: the caller's cut comes first");
+        assert_eq!(
+            headers[DEADLINE_HEADER], "41",
+            "rounded up: the caller's cut comes first"
+        );
         assert!(headers.get("grpc-timeout").is_none());
         stamp_chain(&mut headers, facts(Some(Duration::from_millis(7))));
         assert_eq!(

@@ -1,7 +1,7 @@
-//! The three hops as axum apps: each `fn …_app(..) -> Router` can be driven without sockets.
+//! The retrying hops as axum apps, and the layers every hop serves with.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -14,69 +14,11 @@ use nresilience_axum::{CallFailed, NestedRetryLayer};
 use nresilience_client::Client;
 use nresilience_core::{chain, clock, StopReason};
 use opentelemetry_http::HeaderExtractor;
-use rand::Rng;
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::stats::{Hop, Stats};
 use crate::telemetry::ServedBy;
-
-/// The db's fault window: from `start` for `length`, answers `slowdown` times slower and
-/// fails a share `error_rate` of requests with 503.
-#[derive(Debug, Clone, Copy)]
-pub struct Faults {
-    /// When the window opens, from the db's start.
-    pub start: Duration,
-    /// How long it stays open.
-    pub length: Duration,
-    /// The share of requests failed with 503 inside the window, 0 to 1.
-    pub error_rate: f64,
-    /// How many times slower the db answers inside the window.
-    pub slowdown: f64,
-    /// The db's healthy latency.
-    pub latency: Duration,
-}
-
-impl Faults {
-    fn active(&self, since_start: Duration) -> bool {
-        since_start >= self.start && since_start < self.start + self.length
-    }
-}
-
-#[derive(Clone)]
-struct DbState {
-    stats: Arc<Stats>,
-    faults: Faults,
-    started: Instant,
-}
-
-/// The db: answers after its latency, or fails inside the fault window.
-pub fn db_app(stats: Arc<Stats>, faults: Faults) -> Router {
-    let state = DbState {
-        stats,
-        faults,
-        started: Instant::now(),
-    };
-    let app = Router::new().route("/", get(db_query)).with_state(state);
-    serve_layers(app, Hop::Db)
-}
-
-async fn db_query(State(db): State<DbState>) -> Response {
-    db.stats.received(Hop::Db);
-    let faults = db.faults;
-    let faulty = faults.active(db.started.elapsed());
-    let latency = if faulty {
-        faults.latency.mul_f64(faults.slowdown)
-    } else {
-        faults.latency
-    };
-    tokio::time::sleep(latency).await;
-    if faulty && rand::rng().random_bool(faults.error_rate.clamp(0.0, 1.0)) {
-        StatusCode::SERVICE_UNAVAILABLE.into_response()
-    } else {
-        "row".into_response()
-    }
-}
 
 /// The longest a hop reads an upstream's answer when its caller said nothing of its
 /// deadline: the hops' own call deadline.
@@ -140,7 +82,7 @@ async fn forward(State(state): State<HopState>) -> Response {
 /// The layers every hop serves with: the nested-retry marker and the chain's headers,
 /// outermost so everything that calls out runs inside it, and a server span continuing the
 /// caller's trace. The frontend faces the users: it trusts none of their headers.
-fn serve_layers(app: Router, hop: Hop) -> Router {
+pub(super) fn serve_layers(app: Router, hop: Hop) -> Router {
     let nested = match hop {
         Hop::Frontend => NestedRetryLayer::new().ignore_inbound(),
         Hop::Backend | Hop::Db => NestedRetryLayer::new(),

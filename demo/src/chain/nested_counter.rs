@@ -1,7 +1,7 @@
 //! Counts `NestedRetry` reports by hop, reading the policy name each span carries, and the
 //! largest potential amplification they report.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
@@ -10,17 +10,43 @@ use tracing_subscriber::layer::{Context, Layer};
 
 use super::stats::{Hop, Stats};
 
-/// A tracing layer that counts `NestedRetry` spans into [`Stats`] by their policy, which the
-/// demo names after the hop.
+/// The [`Stats`] of the run going on: a process that runs the chain twice (budgets off, then
+/// on) counts each run's reports into its own.
+#[derive(Debug)]
+pub struct CurrentRun {
+    stats: RwLock<Arc<Stats>>,
+}
+
+impl CurrentRun {
+    /// Counting into `stats`.
+    pub fn new(stats: Arc<Stats>) -> Self {
+        Self {
+            stats: RwLock::new(stats),
+        }
+    }
+
+    /// Counts into `stats` from now on.
+    pub fn start(&self, stats: Arc<Stats>) {
+        *self.stats.write().unwrap_or_else(PoisonError::into_inner) = stats;
+    }
+
+    /// The run's counters.
+    pub fn stats(&self) -> Arc<Stats> {
+        Arc::clone(&self.stats.read().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// A tracing layer that counts `NestedRetry` spans into the current run's [`Stats`] by their
+/// policy, which the demo names after the hop.
 #[derive(Debug)]
 pub struct NestedCounter {
-    stats: Arc<Stats>,
+    run: Arc<CurrentRun>,
 }
 
 impl NestedCounter {
-    /// Counts into `stats`.
-    pub fn new(stats: Arc<Stats>) -> Self {
-        Self { stats }
+    /// Counts into whatever `run` holds when a report arrives.
+    pub fn new(run: Arc<CurrentRun>) -> Self {
+        Self { run }
     }
 }
 
@@ -54,7 +80,7 @@ impl<S: Subscriber> Layer<S> for NestedCounter {
             let mut fields = NestedFields::default();
             attrs.record(&mut fields);
             if let Some(hop) = fields.hop {
-                self.stats.nested(hop, fields.potential_attempts);
+                self.run.stats().nested(hop, fields.potential_attempts);
             }
         }
     }

@@ -1,4 +1,5 @@
-//! What the chain counts: requests at each hop per second, calls, refusals, nested retries.
+//! What the chain counts: requests at each hop per second, calls and how they ended, db's
+//! queue, refusals, nested retries.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -46,6 +47,12 @@ pub struct Stats {
     /// Users' calls that ended each second, and how many of them succeeded.
     ended: Mutex<Vec<u64>>,
     ended_ok: Mutex<Vec<u64>>,
+    /// Users' calls that succeeded, by the second they started in.
+    started_ok: Mutex<Vec<u64>>,
+    /// db's longest queue each second.
+    db_queue: Mutex<Vec<u64>>,
+    /// Queries db refused each second, its queue full.
+    db_refused: Mutex<Vec<u64>>,
     refusals: [AtomicU64; 3],
     nested: [AtomicU64; 3],
     potential_attempts: [AtomicU64; 3],
@@ -62,10 +69,18 @@ impl Stats {
             failed: AtomicU64::new(0),
             ended: Mutex::default(),
             ended_ok: Mutex::default(),
+            started_ok: Mutex::default(),
+            db_queue: Mutex::default(),
+            db_refused: Mutex::default(),
             refusals: Default::default(),
             nested: Default::default(),
             potential_attempts: Default::default(),
         }
+    }
+
+    /// When the counters started: second 0 begins here.
+    pub fn started(&self) -> Instant {
+        self.started
     }
 
     /// The second since the start.
@@ -74,11 +89,54 @@ impl Stats {
     }
 
     fn bump(series: &Mutex<Vec<u64>>, second: usize) {
+        Self::update(series, second, |count| *count += 1);
+    }
+
+    fn update(series: &Mutex<Vec<u64>>, second: usize, change: impl FnOnce(&mut u64)) {
         let mut series = series.lock().unwrap_or_else(|e| e.into_inner());
         if series.len() <= second {
             series.resize(second + 1, 0);
         }
-        series[second] += 1;
+        change(&mut series[second]);
+    }
+
+    fn at(series: &Mutex<Vec<u64>>, second: usize) -> u64 {
+        let series = series.lock().unwrap_or_else(|e| e.into_inner());
+        series.get(second).copied().unwrap_or(0)
+    }
+
+    /// db's queue is `depth` long.
+    pub fn db_queue(&self, depth: u64) {
+        Self::update(&self.db_queue, self.second(), |peak| {
+            *peak = (*peak).max(depth)
+        });
+    }
+
+    /// db refused a query, its queue full.
+    pub fn db_refused(&self) {
+        Self::bump(&self.db_refused, self.second());
+    }
+
+    /// db's longest queue in `second`.
+    pub fn db_queue_in(&self, second: usize) -> u64 {
+        Self::at(&self.db_queue, second)
+    }
+
+    /// Queries db refused in `second`, its queue full.
+    pub fn db_refused_in(&self, second: usize) -> u64 {
+        Self::at(&self.db_refused, second)
+    }
+
+    /// db's longest queue in the whole run.
+    pub fn db_queue_peak(&self) -> u64 {
+        let series = self.db_queue.lock().unwrap_or_else(|e| e.into_inner());
+        series.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Queries db refused in the whole run.
+    pub fn db_refused_total(&self) -> u64 {
+        let series = self.db_refused.lock().unwrap_or_else(|e| e.into_inner());
+        series.iter().sum()
     }
 
     /// A request reached `hop`.
@@ -91,8 +149,8 @@ impl Stats {
         Self::bump(&self.calls, self.second());
     }
 
-    /// A user's call ended.
-    pub fn call_ended(&self, succeeded: bool) {
+    /// A user's call that started in `started` (a [`second`](Self::second)) ended.
+    pub fn call_ended(&self, started: usize, succeeded: bool) {
         let counter = if succeeded {
             &self.succeeded
         } else {
@@ -103,17 +161,21 @@ impl Stats {
         Self::bump(&self.ended, second);
         if succeeded {
             Self::bump(&self.ended_ok, second);
+            Self::bump(&self.started_ok, started);
         }
+    }
+
+    /// The share of the users' calls started in `seconds` that succeeded, if any started.
+    pub fn success_rate_of_started(&self, seconds: std::ops::Range<usize>) -> Option<f64> {
+        let calls: u64 = seconds.clone().map(|s| self.calls_in(s)).sum();
+        let ok: u64 = seconds.map(|s| Self::at(&self.started_ok, s)).sum();
+        (calls > 0).then(|| ok as f64 / calls as f64)
     }
 
     /// The share of the users' calls that ended in `second` and succeeded, if any ended.
     pub fn success_rate_in(&self, second: usize) -> Option<f64> {
-        let at = |series: &Mutex<Vec<u64>>| {
-            let series = series.lock().unwrap_or_else(|e| e.into_inner());
-            series.get(second).copied().unwrap_or(0)
-        };
-        let ended = at(&self.ended);
-        (ended > 0).then(|| at(&self.ended_ok) as f64 / ended as f64)
+        let ended = Self::at(&self.ended, second);
+        (ended > 0).then(|| Self::at(&self.ended_ok, second) as f64 / ended as f64)
     }
 
     /// `hop`'s budget refused a retry.
@@ -135,16 +197,12 @@ impl Stats {
 
     /// Requests `hop` received in `second`.
     pub fn received_in(&self, hop: Hop, second: usize) -> u64 {
-        let series = self.received[hop.index()]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        series.get(second).copied().unwrap_or(0)
+        Self::at(&self.received[hop.index()], second)
     }
 
     /// Calls started in `second`.
     pub fn calls_in(&self, second: usize) -> u64 {
-        let series = self.calls.lock().unwrap_or_else(|e| e.into_inner());
-        series.get(second).copied().unwrap_or(0)
+        Self::at(&self.calls, second)
     }
 
     /// Requests `hop` received in all.
@@ -219,10 +277,29 @@ mod tests {
     fn d4_the_users_success_rate_is_counted_per_second_of_ending() {
         let stats = Stats::new();
         for succeeded in [true, true, true, false] {
-            stats.call_ended(succeeded);
+            stats.call_started();
+            stats.call_ended(0, succeeded);
         }
         // All four ended in the run's first second (the test takes far less than one).
         assert_eq!(stats.success_rate_in(0), Some(0.75));
         assert_eq!(stats.success_rate_in(5), None, "no call ended then");
+        assert_eq!(stats.success_rate_of_started(0..3), Some(0.75));
+        assert_eq!(
+            stats.success_rate_of_started(1..3),
+            None,
+            "no call started then"
+        );
+    }
+
+    #[test]
+    fn d4_db_queue_keeps_each_seconds_peak() {
+        let stats = Stats::new();
+        for depth in [3, 9, 4] {
+            stats.db_queue(depth);
+        }
+        stats.db_refused();
+        assert_eq!(stats.db_queue_in(0), 9);
+        assert_eq!(stats.db_queue_peak(), 9);
+        assert_eq!(stats.db_refused_total(), 1);
     }
 }

@@ -1,7 +1,8 @@
 //! Where the demo's spans go: an OTLP endpoint when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set
-//! (SPEC D2), else a compact console view of warnings. Either way `NestedRetry` spans are
-//! counted per hop for the summary.
+//! (SPEC D2), else a compact console view of warnings. Either way each hop continues its
+//! caller's W3C trace context and passes it on, and `NestedRetry` spans are counted per hop
+//! for the summary.
 
 mod service_name;
 
@@ -18,7 +19,12 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
-use crate::chain::{NestedCounter, Result, Stats};
+use crate::chain::{CurrentRun, NestedCounter, Result};
+
+/// The spans the demo traces: its own, at `info`. The exporter's own HTTP traffic is not
+/// the demo's: its libraries' spans are kept out.
+const QUIET: &str =
+    "info,h2=off,hyper=off,hyper_util=off,tonic=off,tower=off,reqwest=off,opentelemetry=off";
 
 /// Flushes exported spans when dropped.
 #[derive(Debug)]
@@ -36,13 +42,13 @@ impl Drop for Telemetry {
 
 /// Installs the process's subscriber; `service` names the process (`demo` for the whole
 /// chain in one process, or the hop) unless `OTEL_SERVICE_NAME` says otherwise.
-pub fn init(service: &str, stats: Arc<Stats>) -> Result<Telemetry> {
+pub fn init(service: &str, run: Arc<CurrentRun>) -> Result<Telemetry> {
     global::set_text_map_propagator(TraceContextPropagator::new());
     let console = tracing_subscriber::fmt::layer()
         .compact()
         .with_writer(std::io::stderr)
         .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")));
-    let counter = NestedCounter::new(stats);
+    let counter = NestedCounter::new(run);
     let registry = tracing_subscriber::registry().with(console).with(counter);
 
     let endpoint = [
@@ -50,8 +56,16 @@ pub fn init(service: &str, stats: Arc<Stats>) -> Result<Telemetry> {
         "OTEL_EXPORTER_OTLP_ENDPOINT",
     ];
     if endpoint.iter().all(|name| std::env::var_os(name).is_none()) {
-        registry.try_init()?;
-        return Ok(Telemetry { provider: None });
+        // No backend of its own, but a hop in a traced chain: its spans still join the
+        // caller's trace and pass it on (W3C `traceparent`), they are only not exported.
+        let provider = SdkTracerProvider::builder().build();
+        let otel = tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("nresilience-demo"))
+            .with_filter(EnvFilter::new(QUIET));
+        registry.with(otel).try_init()?;
+        return Ok(Telemetry {
+            provider: Some(provider),
+        });
     }
     let service = std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| service.to_owned());
     let exporter = exporter()?;
@@ -65,12 +79,9 @@ pub fn init(service: &str, stats: Arc<Stats>) -> Result<Telemetry> {
             BatchSpanProcessor::builder(exporter).build(),
         ))
         .build();
-    // The exporter's own HTTP traffic is not the demo's: keep its libraries' spans out.
-    let quiet =
-        "info,h2=off,hyper=off,hyper_util=off,tonic=off,tower=off,reqwest=off,opentelemetry=off";
     let otel = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("nresilience-demo"))
-        .with_filter(EnvFilter::new(quiet));
+        .with_filter(EnvFilter::new(QUIET));
     registry.with(otel).try_init()?;
     Ok(Telemetry {
         provider: Some(provider),

@@ -1,0 +1,163 @@
+//! Running the chain: the three hops on loopback, the users' traffic, a line a second.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nresilience_client::Client;
+use nresilience_core::RetryPolicy;
+use tokio::sync::watch;
+
+use super::args::{Budget, ChainArgs};
+use super::db::db_app;
+use super::hops::hop_app;
+use super::nested_counter::CurrentRun;
+use super::stats::{Hop, Stats};
+use super::summary::{self, Summary};
+use super::{hop_client, plot, serve_until, Result};
+
+/// Runs the chain once per budget setting asked for (off then on, unless `--budget` says
+/// which), prints each run's lines, then the runs side by side (or as JSON), and draws them
+/// when asked. `current` is where the tracing layer counts `NestedRetry` reports.
+pub async fn run_all(args: &ChainArgs, current: &CurrentRun) -> Result<Vec<Summary>> {
+    let mut runs = Vec::new();
+    for budget in args.budgets() {
+        let stats = Arc::new(Stats::new());
+        current.start(Arc::clone(&stats));
+        runs.push(run(args, budget, stats).await?);
+    }
+    if args.json {
+        let json = match runs.as_slice() {
+            [one] => serde_json::to_string_pretty(one)?,
+            many => serde_json::to_string_pretty(many)?,
+        };
+        println!("{json}");
+    } else {
+        summary::print(&runs, args);
+    }
+    if let Some(path) = &args.plot {
+        plot::plot(path, args, &runs)?;
+        if !args.json {
+            println!("\nchart written to {}", path.display());
+        }
+    }
+    Ok(runs)
+}
+
+/// Starts db, backend and frontend on loopback with every hop's budget `budget`, drives the
+/// users' traffic at the frontend, prints a line a second, stops the hops and returns the
+/// summary.
+pub async fn run(args: &ChainArgs, budget: Budget, stats: Arc<Stats>) -> Result<Summary> {
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let (stop, stopped) = watch::channel(());
+    let stopping = || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.changed().await;
+        }
+    };
+    let db = serve_until(db_app(Arc::clone(&stats), args.db), loopback, stopping()).await?;
+    let client = |hop| hop_client(hop, args.retry, budget);
+    let backend_app = hop_app(
+        Hop::Backend,
+        Arc::clone(&stats),
+        client(Hop::Backend)?,
+        format!("http://{db}/"),
+    );
+    let backend = serve_until(backend_app, loopback, stopping()).await?;
+    let frontend_app = hop_app(
+        Hop::Frontend,
+        Arc::clone(&stats),
+        client(Hop::Frontend)?,
+        format!("http://{backend}/"),
+    );
+    let frontend = serve_until(frontend_app, loopback, stopping()).await?;
+    if !args.json {
+        let d = &args.db;
+        println!(
+            "\nbudgets {budget:?}: frontend {frontend} → backend {backend} → db {db}; {} calls/s for {} s, each user waiting {} ms; db: {} workers × {} ms, queue {}, {}× slower from {} s for {} s",
+            args.rps, args.duration, args.user_timeout_ms, d.db_workers, d.db_query_ms,
+            d.db_queue, d.fault_slowdown, d.fault_start, d.fault_length,
+        );
+    }
+
+    // The users make single attempts and give up after their timeout: the retries and
+    // attempt ceilings under study are the hops'.
+    let users = Client::new(
+        RetryPolicy::builder()
+            .name("users")
+            .max_attempts(1)
+            .attempt_ceiling(None)
+            .attempt_timeout(Some(args.user_timeout()))
+            .deadline(Some(args.user_timeout()))
+            .build()?,
+    );
+    let url = format!("http://{frontend}/");
+    let mut calls = tokio::task::JoinSet::new();
+    let period = Duration::from_secs_f64(1.0 / f64::from(args.rps.max(1)));
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The run's seconds are the counters' seconds: no call starts after the last of them.
+    let end = tokio::time::Instant::from_std(stats.started()) + Duration::from_secs(args.duration);
+    let mut reported = 0;
+    loop {
+        ticker.tick().await;
+        if tokio::time::Instant::now() >= end {
+            break;
+        }
+        let started = stats.second();
+        stats.call_started();
+        let (users, url, counted) = (users.clone(), url.clone(), Arc::clone(&stats));
+        calls.spawn(async move {
+            let ok = matches!(users.get(url).await, Ok(response) if response.status().is_success());
+            counted.call_ended(started, ok);
+        });
+        let second = stats.second();
+        if second > reported {
+            reported = second;
+            if !args.json {
+                progress(&stats, second - 1);
+            }
+        }
+        while calls.try_join_next().is_some() {}
+    }
+    if !args.json {
+        let last = usize::try_from(args.duration).unwrap_or(usize::MAX);
+        for second in reported..last {
+            progress(&stats, second);
+        }
+    }
+    // The calls in flight end by the users' timeout.
+    let drain = tokio::time::timeout(args.user_timeout() + Duration::from_secs(5), async {
+        while calls.join_next().await.is_some() {}
+    });
+    let _ = drain.await;
+    let _ = stop.send(());
+    Ok(Summary::of(&stats, args, budget))
+}
+
+/// The line for `second`: what happened in it, then the running totals, labelled as such.
+fn progress(stats: &Stats, second: usize) {
+    let calls = stats.calls_in(second);
+    let db = stats.received_in(Hop::Db, second);
+    let success = stats.success_rate_in(second).map_or_else(
+        || "   - ".to_owned(),
+        |rate| format!("{:>4.0}%", rate * 100.0),
+    );
+    println!(
+        "t={second:>3}s  this second: {calls:>4} calls, {success} of those ending ok; attempts frontend {:>5} backend {:>5} db {:>5} (×{:.2}); db queue ≤ {:>4}, {:>5} refused  |  totals: NestedRetry {:>6} (up to {:>2}×), budget refusals {:>6}",
+        stats.received_in(Hop::Frontend, second),
+        stats.received_in(Hop::Backend, second),
+        db,
+        if calls == 0 { 0.0 } else { db as f64 / calls as f64 },
+        stats.db_queue_in(second),
+        stats.db_refused_in(second),
+        Hop::ALL.iter().map(|&h| stats.nested_total(h)).sum::<u64>(),
+        Hop::ALL
+            .iter()
+            .map(|&h| stats.potential_attempts(h))
+            .max()
+            .unwrap_or(0),
+        Hop::ALL.iter().map(|&h| stats.refusals(h)).sum::<u64>(),
+    );
+}
