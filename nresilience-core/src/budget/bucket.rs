@@ -140,7 +140,8 @@ impl TokenBucket {
     ///
     /// Refills first, so the hint is as of `now`. `Some(Duration::ZERO)` when a token is
     /// already there; `None` with a zero floor, where only successes refill the bucket and
-    /// nobody can say when the next one comes.
+    /// nobody can say when the next one comes, and `None` for a retry this bucket can never
+    /// fund (a sheddable one, when the capacity is under two tokens).
     pub fn retry_after(&self, now: Instant) -> Option<Duration> {
         self.retry_after_for(now, Criticality::Normal)
     }
@@ -148,6 +149,11 @@ impl TokenBucket {
     /// Like [`retry_after`](Self::retry_after), for a retry of the given criticality.
     pub fn retry_after_for(&self, now: Instant, criticality: Criticality) -> Option<Duration> {
         let needed = self.needed(criticality);
+        // A bucket of under two tokens never holds what a sheddable retry needs: no wait
+        // funds it, so there is no honest hint.
+        if needed > self.capacity {
+            return None;
+        }
         let balance = self.balance_units(now);
         if balance >= needed {
             return Some(Duration::ZERO);

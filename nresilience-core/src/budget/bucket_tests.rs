@@ -396,3 +396,23 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn b7_b9_no_hint_for_a_sheddable_retry_a_small_bucket_can_never_fund() {
+    // A floor of 0.05/s sizes the bucket at one token; a sheddable retry needs 1.5.
+    let now = Instant::now();
+    let options = BudgetOptions::default().minimum_per_second(0.05);
+    let bucket = bucket(options, now);
+    assert_eq!(bucket.capacity(), 1.0);
+    assert!(bucket.try_withdraw(now, Criticality::Normal));
+    assert_eq!(bucket.retry_after_for(now, Criticality::Sheddable), None);
+    assert_eq!(
+        bucket.retry_after_for(now, Criticality::Normal),
+        Some(Duration::from_secs(20))
+    );
+    let later = now + Duration::from_secs(3_600);
+    assert!(
+        !bucket.try_withdraw(later, Criticality::Sheddable),
+        "never funded"
+    );
+}
