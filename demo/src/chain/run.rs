@@ -97,16 +97,17 @@ pub async fn run(args: &ChainArgs, budget: Budget, stats: Arc<Stats>) -> Result<
     let period = Duration::from_secs_f64(1.0 / f64::from(args.rps.max(1)));
     let mut ticker = tokio::time::interval(period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The run's seconds are the counters' seconds: no call starts after the last of them.
-    let end = tokio::time::Instant::from_std(stats.started()) + Duration::from_secs(args.duration);
+    // The run's seconds are the counters' seconds: no call starts after the last of them,
+    // and each call is counted in the second it is started in, read once.
+    let run_seconds = usize::try_from(args.duration).unwrap_or(usize::MAX);
     let mut reported = 0;
     loop {
         ticker.tick().await;
-        if tokio::time::Instant::now() >= end {
+        let started = stats.second();
+        if started >= run_seconds {
             break;
         }
-        let started = stats.second();
-        stats.call_started();
+        stats.call_started_in(started);
         let (users, url, counted) = (users.clone(), url.clone(), Arc::clone(&stats));
         calls.spawn(async move {
             let ok = matches!(users.get(url).await, Ok(response) if response.status().is_success());
@@ -122,8 +123,7 @@ pub async fn run(args: &ChainArgs, budget: Budget, stats: Arc<Stats>) -> Result<
         while calls.try_join_next().is_some() {}
     }
     if !args.json {
-        let last = usize::try_from(args.duration).unwrap_or(usize::MAX);
-        for second in reported..last {
+        for second in reported..run_seconds {
             progress(&stats, second);
         }
     }

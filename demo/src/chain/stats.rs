@@ -78,11 +78,6 @@ impl Stats {
         }
     }
 
-    /// When the counters started: second 0 begins here.
-    pub fn started(&self) -> Instant {
-        self.started
-    }
-
     /// The second since the start.
     pub fn second(&self) -> usize {
         self.started.elapsed().as_secs() as usize
@@ -146,7 +141,12 @@ impl Stats {
 
     /// A user started a call.
     pub fn call_started(&self) {
-        Self::bump(&self.calls, self.second());
+        self.call_started_in(self.second());
+    }
+
+    /// A user started a call in `second`, read by the caller.
+    pub fn call_started_in(&self, second: usize) {
+        Self::bump(&self.calls, second);
     }
 
     /// A user's call that started in `started` (a [`second`](Self::second)) ended.
