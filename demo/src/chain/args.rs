@@ -28,6 +28,17 @@ pub enum Ceiling {
 }
 
 impl Ceiling {
+    /// Both, ours first.
+    pub const ALL: [Self; 2] = [Self::Learning, Self::Original];
+
+    /// Its name, as the flag spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Ceiling::Learning => "learning",
+            Ceiling::Original => "original",
+        }
+    }
+
     /// The ceiling's settings.
     pub const fn settings(self) -> AttemptCeiling {
         match self {

@@ -11,11 +11,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use demo::chain::Ceiling;
 use nresilience_core::simulate::{Dependency, Load, Second, Simulation, SimulationReport};
-use nresilience_core::{AttemptCeiling, RetryBudget, RetryPolicy};
 use serde_json::json;
 
-use super::{on_off, Args, BudgetSetting, Result};
+use super::{on_off, policy, Args, Result};
 
 /// Calls per second from the users: the demo chain's default `--rps`.
 const RATE: f64 = 200.0;
@@ -38,48 +38,6 @@ const TRIGGER_LASTING: Duration = Duration::from_secs(5);
 const DURATION: Duration = Duration::from_secs(120);
 /// A second is back to normal at this success rate (SPEC D4).
 const RECOVERED: f64 = 0.99;
-
-/// The callers' measured attempt ceiling: how long they wait decides whether the database
-/// works for callers that have left.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ceiling {
-    /// Ours: refitted every second, counting the attempts it cuts (SPEC E5, E7).
-    Learning,
-    /// The original library's: refitted once per 75 s slice, from successes only.
-    Original,
-}
-
-impl Ceiling {
-    const ALL: [Self; 2] = [Self::Learning, Self::Original];
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::Learning => "learning",
-            Self::Original => "original",
-        }
-    }
-
-    fn settings(self) -> AttemptCeiling {
-        match self {
-            Self::Learning => AttemptCeiling::new(),
-            Self::Original => AttemptCeiling::original(),
-        }
-    }
-}
-
-/// SPEC S1's policy (the defaults with a 10 s deadline: three attempts, the default backoff)
-/// with one of the two ceilings.
-fn policy(ceiling: Ceiling, budget: bool) -> Result<RetryPolicy> {
-    let builder = RetryPolicy::builder()
-        .deadline(Some(Duration::from_secs(10)))
-        .attempt_ceiling(Some(ceiling.settings()));
-    let builder = if budget {
-        builder
-    } else {
-        builder.budget(RetryBudget::None)
-    };
-    Ok(builder.build()?)
-}
 
 /// One run of the scenario, with the figures D4 asks for.
 struct Run {
@@ -116,11 +74,7 @@ fn dependency() -> Dependency {
 }
 
 pub(super) fn main(args: &Args) -> Result<()> {
-    let budgets: &[bool] = match args.budget {
-        BudgetSetting::Off => &[false],
-        BudgetSetting::On => &[true],
-        BudgetSetting::Both => &[false, true],
-    };
+    let budgets = args.budget.budgets();
     if !args.json {
         println!(
             "metastable: {RATE} calls/s for {DURATION:?} against a db of {WORKERS} workers and a queue of {QUEUE} \
@@ -146,7 +100,7 @@ pub(super) fn main(args: &Args) -> Result<()> {
     for ceiling in Ceiling::ALL {
         for &budget in budgets {
             let started = Instant::now();
-            let report = Simulation::policy(policy(ceiling, budget)?)
+            let report = Simulation::policy(policy(ceiling.settings(), budget)?)
                 .against(dependency())
                 .under(Load::constant(RATE))
                 .for_duration(DURATION)

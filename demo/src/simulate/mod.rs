@@ -122,6 +122,17 @@ enum BudgetSetting {
     Both,
 }
 
+impl BudgetSetting {
+    /// The budget settings to run, off before on.
+    fn budgets(self) -> &'static [bool] {
+        match self {
+            Self::Off => &[false],
+            Self::On => &[true],
+            Self::Both => &[false, true],
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum RulesSetting {
     On,
@@ -156,11 +167,7 @@ pub(crate) fn main(args: &Args) -> Result<()> {
     if args.compare_refresh && args.ceiling_refresh != ORIGINAL_REFRESH {
         refreshes.push(ORIGINAL_REFRESH);
     }
-    let budgets: &[bool] = match args.budget {
-        BudgetSetting::Off => &[false],
-        BudgetSetting::On => &[true],
-        BudgetSetting::Both => &[false, true],
-    };
+    let budgets = args.budget.budgets();
     if !args.json {
         println!(
             "storm: {} calls/s for {:?} against p50 {:?} / p99 {:?} ({:?} tail), {}× slower from {:?} for {:?}; seed {}; {} polic{} in series",
