@@ -47,6 +47,10 @@ use nresilience_client::Client;
 use nresilience_core::{RetryPolicy, StopReason};
 use tokio::sync::watch;
 
+#[path = "support/summary_line.rs"]
+mod summary_line;
+use summary_line::count;
+
 /// The users' steady rate, calls a second: one call is 1 % of a second, and three debug-built
 /// hops carry it on a 2-core machine with room to spare.
 const RATE: u64 = 100;
@@ -90,7 +94,7 @@ fn rss_bound_kib(soak_seconds: u64) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chaos_every_call_is_accounted_for_and_the_chain_recovers() {
+async fn b1_b4_d5_chaos_every_call_is_accounted_for_and_the_chain_recovers() {
     let soak_seconds = std::env::var("NRESILIENCE_CHAOS_SOAK_SECONDS")
         .ok()
         .map(|value| {
@@ -467,17 +471,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// The count before `label` in a summary line such as
-/// `backend: 40 requests, 40 NestedRetry, 3 budget refusals, busiest second 40 requests`.
-fn count(summary: &str, label: &str) -> u64 {
-    let words: Vec<&str> = summary.split_whitespace().collect();
-    words
-        .windows(2)
-        .find(|pair| pair[1].trim_end_matches(',') == label)
-        .and_then(|pair| pair[0].parse().ok())
-        .unwrap_or_else(|| panic!("no {label} in {summary:?}"))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -14,6 +14,10 @@ use std::time::Duration;
 use nresilience_client::Client;
 use nresilience_core::RetryPolicy;
 
+#[path = "support/summary_line.rs"]
+mod summary_line;
+use summary_line::count;
+
 /// A hop running as its own process, and its stdout.
 struct Hop {
     name: &'static str,
@@ -86,17 +90,6 @@ impl Hop {
             .last()
             .unwrap_or_else(|| panic!("{} printed no summary", self.name))
     }
-}
-
-/// The count before `label` in a summary line such as
-/// `backend: 40 requests, 40 NestedRetry, 3 budget refusals, busiest second 40 requests`.
-fn count(summary: &str, label: &str) -> u64 {
-    let words: Vec<&str> = summary.split_whitespace().collect();
-    words
-        .windows(2)
-        .find(|pair| pair[1].trim_end_matches(',') == label)
-        .and_then(|pair| pair[0].parse().ok())
-        .unwrap_or_else(|| panic!("no {label} in {summary:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
