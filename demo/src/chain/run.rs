@@ -57,21 +57,21 @@ pub async fn run(args: &ChainArgs, budget: Budget, stats: Arc<Stats>) -> Result<
         }
     };
     let db = serve_until(db_app(Arc::clone(&stats), args.db), loopback, stopping()).await?;
-    let client = |hop| hop_client(hop, args.retry, budget);
-    let backend_app = hop_app(
-        Hop::Backend,
-        Arc::clone(&stats),
-        client(Hop::Backend)?,
-        format!("http://{db}/"),
-    );
-    let backend = serve_until(backend_app, loopback, stopping()).await?;
-    let frontend_app = hop_app(
-        Hop::Frontend,
-        Arc::clone(&stats),
-        client(Hop::Frontend)?,
-        format!("http://{backend}/"),
-    );
-    let frontend = serve_until(frontend_app, loopback, stopping()).await?;
+    // A retrying hop in front of the one at `upstream`.
+    let retrying = |hop, upstream: SocketAddr| {
+        let app = hop_client(hop, args.retry, budget).map(|client| {
+            hop_app(
+                hop,
+                Arc::clone(&stats),
+                client,
+                format!("http://{upstream}/"),
+            )
+        });
+        let stop = stopping();
+        async move { serve_until(app?, loopback, stop).await }
+    };
+    let backend = retrying(Hop::Backend, db).await?;
+    let frontend = retrying(Hop::Frontend, backend).await?;
     if !args.json {
         let d = &args.db;
         println!(
