@@ -11,8 +11,8 @@ use nresilience_core::chain::{
     self, Inbound, Learned, LearningFuture, OVERLOADED_HEADER, OVERLOADED_VALUE, RETRIED_HEADER,
 };
 use nresilience_core::nesting::NestingSource;
+use nresilience_core::scope::Scoped;
 use pin_project_lite::pin_project;
-use tokio::task::futures::TaskLocalFuture;
 
 use crate::call_failed::whole_seconds;
 
@@ -43,16 +43,17 @@ pin_project! {
     where
         F: Future,
     {
-        Marked { #[pin] future: TaskLocalFuture<NestingSource, F> },
+        Marked { #[pin] future: Scoped<NestingSource, F> },
         Unmarked { #[pin] future: F },
-        Told { #[pin] future: TaskLocalFuture<Inbound, F> },
-        MarkedAndTold { #[pin] future: TaskLocalFuture<Inbound, TaskLocalFuture<NestingSource, F>> },
-        Answered { output: Option<F::Output> },
+        Told { #[pin] future: Scoped<Inbound, F> },
+        MarkedAndTold { #[pin] future: Scoped<Inbound, Scoped<NestingSource, F>> },
+        // Boxed: rare, and an answer is larger than most futures that make one.
+        Answered { output: Option<Box<F::Output>> },
     }
 }
 
 impl<F: Future> ResponseFuture<F> {
-    pub(crate) fn marked(future: TaskLocalFuture<NestingSource, F>) -> Self {
+    pub(crate) fn marked(future: Scoped<NestingSource, F>) -> Self {
         ResponseFuture {
             learning: chain::learning(Kind::Marked { future }),
         }
@@ -79,20 +80,18 @@ impl<F: Future> ResponseFuture<F> {
         );
         ResponseFuture {
             learning: chain::learning(Kind::Answered {
-                output: Some(Ok(response)),
+                output: Some(Box::new(Ok(response))),
             }),
         }
     }
 
-    pub(crate) fn told(future: TaskLocalFuture<Inbound, F>) -> Self {
+    pub(crate) fn told(future: Scoped<Inbound, F>) -> Self {
         ResponseFuture {
             learning: chain::learning(Kind::Told { future }),
         }
     }
 
-    pub(crate) fn marked_and_told(
-        future: TaskLocalFuture<Inbound, TaskLocalFuture<NestingSource, F>>,
-    ) -> Self {
+    pub(crate) fn marked_and_told(future: Scoped<Inbound, Scoped<NestingSource, F>>) -> Self {
         ResponseFuture {
             learning: chain::learning(Kind::MarkedAndTold { future }),
         }
@@ -109,7 +108,7 @@ impl<F: Future> Future for Kind<F> {
             KindProj::Told { future } => future.poll(cx),
             KindProj::MarkedAndTold { future } => future.poll(cx),
             KindProj::Answered { output } => match output.take() {
-                Some(output) => Poll::Ready(output),
+                Some(output) => Poll::Ready(*output),
                 None => panic!("ResponseFuture polled after completion"),
             },
         }
@@ -127,9 +126,7 @@ where
         let mut output = std::task::ready!(learning.as_mut().poll(cx));
         if let Ok(response) = &mut output {
             if response.status().is_server_error() {
-                if let Some(learned) = learning.take_value() {
-                    stamp(response, &learned);
-                }
+                stamp(response, learning.value());
             }
         }
         Poll::Ready(output)

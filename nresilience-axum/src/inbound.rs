@@ -1,11 +1,14 @@
 //! What a request says about its caller, read at the trust boundary.
 
-use http::header::{HeaderMap, HeaderName};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 use nresilience_core::chain::{
     self, deadline_ms, Inbound, ATTEMPTS_HEADER, CRITICALITY_HEADER, DEADLINE_HEADER, DEPTH_HEADER,
 };
 use nresilience_core::clock;
+use nresilience_core::nesting::MARKER_HEADER;
 use nresilience_core::Criticality;
+
+use crate::marker;
 
 /// The chain headers' names, parsed once.
 pub(crate) static DEADLINE: HeaderName = HeaderName::from_static(DEADLINE_HEADER);
@@ -16,41 +19,111 @@ static CRITICALITY: HeaderName = HeaderName::from_static(CRITICALITY_HEADER);
 /// The prefix every header of the chain, the marker included, starts with.
 const PREFIX: &str = "x-nresilience-";
 
-/// Whether any header's name starts as the chain's do: a scan of the names, cheaper than a
-/// lookup of each by name when, as on most requests, there are none.
-pub(crate) fn any_chain_header(headers: &HeaderMap) -> bool {
-    headers.keys().any(|name| name.as_str().starts_with(PREFIX))
+/// What a request's `x-nresilience-` headers said: the marker and the caller's word.
+///
+/// Read in one pass over the header names, comparing only those with the chain's prefix: a
+/// lookup by name hashes the name, and five of them cost more than the rest of the layer.
+#[derive(Debug, Default)]
+pub(crate) struct Said<'a> {
+    marked: bool,
+    marker_seen: bool,
+    deadline: Slot<'a>,
+    depth: Slot<'a>,
+    attempts: Slot<'a>,
+    criticality: Slot<'a>,
 }
 
-/// The caller's word, when the request carries any: how long it will still wait, counted
-/// from now, how deep in the chain the request is, and how many attempts could reach it. A
-/// value that does not parse, or a header sent twice, is no word at all.
-pub(crate) fn read(headers: &HeaderMap) -> Option<Inbound> {
-    let left = one(headers, &DEADLINE, deadline_ms);
-    let depth = one(headers, &DEPTH, chain::depth);
-    let attempts = one(headers, &ATTEMPTS, chain::attempts);
-    let criticality = one(headers, &CRITICALITY, Criticality::from_header);
-    if left.is_none() && depth.is_none() && attempts.is_none() && criticality.is_none() {
-        return None;
-    }
-    let deadline = left.map(|left| chain::deadline_from(clock::now(), left));
-    Some(
-        Inbound::new()
-            .deadline(deadline)
-            .depth(depth.unwrap_or(0))
-            .attempts(attempts.unwrap_or(1))
-            .criticality(criticality),
-    )
+/// The values one chain header arrived with.
+#[derive(Debug, Default, Clone, Copy)]
+enum Slot<'a> {
+    #[default]
+    Absent,
+    One(&'a HeaderValue),
+    /// Sent more than once: no word at all.
+    Repeated,
 }
 
-/// The one usable value of `name`, parsed by `parse`.
-fn one<T>(headers: &HeaderMap, name: &HeaderName, parse: impl Fn(&[u8]) -> Option<T>) -> Option<T> {
-    let values = headers.get_all(name);
-    let value = chain::single(values.iter().map(|value| value.as_bytes())).and_then(parse);
-    if value.is_none() && values.iter().next().is_some() {
-        tracing::debug!(header = %name, "ignoring an unusable chain header");
+impl<'a> Slot<'a> {
+    fn push(&mut self, value: &'a HeaderValue) {
+        *self = match self {
+            Slot::Absent => Slot::One(value),
+            Slot::One(_) | Slot::Repeated => Slot::Repeated,
+        };
     }
-    value
+
+    /// The one usable value, parsed by `parse`.
+    fn parse<T>(self, name: &str, parse: impl Fn(&[u8]) -> Option<T>) -> Option<T> {
+        let value = match self {
+            Slot::Absent => return None,
+            Slot::One(value) => parse(value.as_bytes()),
+            Slot::Repeated => None,
+        };
+        if value.is_none() {
+            tracing::debug!(header = name, "ignoring an unusable chain header");
+        }
+        value
+    }
+}
+
+/// What the request's own headers said, or `None` when none has the chain's prefix, as on
+/// most requests.
+pub(crate) fn said(headers: &HeaderMap) -> Option<Said<'_>> {
+    let mut said: Option<Said<'_>> = None;
+    for (name, value) in headers {
+        let name = name.as_str();
+        if !name.starts_with(PREFIX) {
+            continue;
+        }
+        let said = said.get_or_insert_with(Said::default);
+        match name {
+            MARKER_HEADER => {
+                said.marker_seen = true;
+                said.marked |= marker::value_is_one(value);
+            }
+            DEADLINE_HEADER => said.deadline.push(value),
+            DEPTH_HEADER => said.depth.push(value),
+            ATTEMPTS_HEADER => said.attempts.push(value),
+            CRITICALITY_HEADER => said.criticality.push(value),
+            _ => {}
+        }
+    }
+    said
+}
+
+impl Said<'_> {
+    /// Whether the request carries the marker: any of its values is exactly `1` (N4). A
+    /// marker with no such value is a debug event, never an error.
+    pub(crate) fn marked(&self, headers: &HeaderMap) -> bool {
+        if self.marker_seen && !self.marked {
+            for value in headers.get_all(&marker::MARKER) {
+                tracing::debug!(value = ?value, "ignoring nested-retry marker whose value is not 1");
+            }
+        }
+        self.marked
+    }
+
+    /// The caller's word, when the request carries any: how long it will still wait, counted
+    /// from now, how deep in the chain the request is, and how many attempts could reach it.
+    /// A value that does not parse, or a header sent twice, is no word at all.
+    pub(crate) fn inbound(&self) -> Option<Inbound> {
+        let left = self.deadline.parse(DEADLINE_HEADER, deadline_ms);
+        let depth = self.depth.parse(DEPTH_HEADER, chain::depth);
+        let attempts = self.attempts.parse(ATTEMPTS_HEADER, chain::attempts);
+        let criticality = self
+            .criticality
+            .parse(CRITICALITY_HEADER, Criticality::from_header);
+        if left.is_none() && depth.is_none() && attempts.is_none() && criticality.is_none() {
+            return None;
+        }
+        let deadline = left.map(|left| chain::deadline_from(clock::now(), left));
+        Some(
+            Inbound::new()
+                .deadline(deadline)
+                .depth(depth.unwrap_or(0))
+                .attempts(attempts.unwrap_or(1))
+                .criticality(criticality),
+        )
+    }
 }
 
 /// Removes every header through which a caller speaks to this hop, for an edge that does
@@ -71,6 +144,10 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    fn read(headers: &HeaderMap) -> Option<Inbound> {
+        said(headers).and_then(|said| said.inbound())
+    }
 
     fn with(values: &[&[u8]]) -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -99,9 +176,9 @@ mod tests {
             assert!(name.starts_with(PREFIX), "{name}");
             let mut headers = HeaderMap::new();
             headers.insert(HeaderName::from_static(name), HeaderValue::from_static("1"));
-            assert!(any_chain_header(&headers), "{name}");
+            assert!(said(&headers).is_some(), "{name}");
         }
-        assert!(!any_chain_header(&HeaderMap::new()));
+        assert!(said(&HeaderMap::new()).is_none());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use tower::{Layer, Service};
 
 use crate::future::ResponseFuture;
 use crate::inbound;
-use crate::marker::{self, RetryMarker, MARKER};
+use crate::marker::{RetryMarker, MARKER};
 
 /// Reads the nested-retry marker of each request into the [`nesting`](crate::nesting) context.
 ///
@@ -152,10 +152,11 @@ where
         }
         // Most requests carry none of the chain's headers: one pass over the names, no
         // lookup by name.
-        if !inbound::any_chain_header(request.headers()) {
+        let Some(said) = inbound::said(request.headers()) else {
             return ResponseFuture::unmarked(self.inner.call(request));
-        }
-        let told = inbound::read(request.headers());
+        };
+        let told = said.inbound();
+        let marked = said.marked(request.headers());
         if let Some(depth) = told.map(|told| told.depth).filter(|&d| d > self.max_depth) {
             tracing::warn!(
                 depth,
@@ -164,7 +165,6 @@ where
             );
             return ResponseFuture::loop_detected();
         }
-        let marked = marker::is_marked(request.headers());
         if marked {
             request
                 .extensions_mut()

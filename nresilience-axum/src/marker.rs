@@ -3,10 +3,10 @@
 
 use std::future::Future;
 
-use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderName, HeaderValue};
 use nresilience_core::chain::{self, Inbound};
 use nresilience_core::nesting::{self, NestingSource, MARKER_HEADER, MARKER_VALUE};
-use tokio::task::futures::TaskLocalFuture;
+use nresilience_core::scope::Scoped;
 
 /// The marker's name, parsed once. HTTP/1 names arrive in any case and are lower-cased by the
 /// server; HTTP/2 and gRPC send them lower-case: one lookup covers all three.
@@ -70,33 +70,17 @@ impl RetryMarker {
 
     /// Runs `future` inside the nesting context this request carried, and with what it said
     /// about the chain, as the layer runs the request itself: wrap a spawned task in it.
-    pub fn scope<F: Future>(
-        &self,
-        future: F,
-    ) -> TaskLocalFuture<Inbound, TaskLocalFuture<NestingSource, F>> {
+    pub fn scope<F: Future>(&self, future: F) -> Scoped<Inbound, Scoped<NestingSource, F>> {
         let chain = self.chain.unwrap_or_default();
         chain::serving(chain, nesting::scope(self.source(), future))
     }
 }
 
-/// Whether any of the marker's values is exactly `1`, optional whitespace aside (SPEC N4).
+/// Whether one of the marker's values is exactly `1`, optional whitespace aside (SPEC N4).
 ///
 /// A value is read as an HTTP list: a proxy may fold two marker lines into one, `1, 1`.
-/// Anything else — another value, an empty one, one that is not visible ASCII — is no marker
-/// and a debug event, never an error.
-pub(crate) fn is_marked(headers: &HeaderMap) -> bool {
-    // The absent marker, nearly every request, costs this one lookup and nothing else.
-    let values = headers.get_all(&MARKER);
-    if values.iter().any(value_is_one) {
-        return true;
-    }
-    for value in values {
-        tracing::debug!(value = ?value, "ignoring nested-retry marker whose value is not 1");
-    }
-    false
-}
-
-fn value_is_one(value: &HeaderValue) -> bool {
+/// Anything else — another value, an empty one, one that is not visible ASCII — is no marker.
+pub(crate) fn value_is_one(value: &HeaderValue) -> bool {
     // The first test is what every nresilience client sends; the reading after it is for the rest.
     // `to_str` refuses all but printable ASCII and tab: a non-UTF-8 value is simply no match.
     value.as_bytes() == MARKER_VALUE.as_bytes()
@@ -108,7 +92,13 @@ fn value_is_one(value: &HeaderValue) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use http::header::HeaderMap;
+
     use super::*;
+
+    fn is_marked(headers: &HeaderMap) -> bool {
+        crate::inbound::said(headers).is_some_and(|said| said.marked(headers))
+    }
 
     fn headers(values: &[&[u8]]) -> HeaderMap {
         let mut headers = HeaderMap::new();

@@ -3,23 +3,22 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::{Extensions, HeaderMap, Method, Request, Response, Uri, Version};
 use http_body::Body;
 use http_body::Frame;
-use nresilience_core::call::{Call, Step};
+use nresilience_core::call::{Call, Step, Timer};
 use nresilience_core::clock;
 use nresilience_core::nesting::{self, NestingSource};
 use nresilience_core::{Classify, RetryError};
 use pin_project_lite::pin_project;
-use tokio::time::Sleep;
 use tower::Service;
 use tracing::Span;
 
 use crate::body::{BoxError, Prefixed, RetryBody, TransportError};
-use crate::request::{carries_marker, stamp_chain, ChainFacts, MARKED, MARKER};
+use crate::request::{carries_marker, stamp_call, stamp_deadline, CallFacts, MARKED, MARKER};
 use crate::telemetry;
 
 /// What a retry is rebuilt from: the request as it was, with its body buffered.
@@ -54,6 +53,17 @@ impl Template {
     }
 }
 
+/// What the attempts are made from.
+enum Source {
+    /// The request as buffered, copied for every attempt. Boxed, as the next: the future is
+    /// moved whole several times on its way to the runtime, and a request is most of it.
+    Template(Box<Template>),
+    /// The request of a call that makes one attempt.
+    Once(Box<Request<RetryBody>>),
+    /// That one attempt has gone out.
+    Sent,
+}
+
 pin_project! {
     #[project = StateProj]
     enum State<F, B> {
@@ -81,14 +91,11 @@ pin_project! {
     {
         #[pin]
         state: State<S::Future, B>,
-        // One timer serves the attempt timeout, the backoff and the rejection pause.
         #[pin]
-        timer: Sleep,
-        timer_armed: bool,
+        timer: Timer,
         service: S,
         classifier: C,
-        template: Option<Template>,
-        first: Option<Request<RetryBody>>,
+        source: Source,
         call: Call<TransportError>,
         attempt: u32,
         attempt_timeout: Option<Duration>,
@@ -107,11 +114,10 @@ where
         service: S,
         classifier: C,
         call: Call<TransportError>,
-        started: Instant,
         max_buffered: usize,
     ) -> Self {
         let (parts, body) = request.into_parts();
-        let (state, template, first) = if call.may_retry() {
+        let (state, source) = if call.may_retry() {
             let template = Template {
                 method: parts.method,
                 uri: parts.uri,
@@ -124,28 +130,22 @@ where
                 body: Some(body),
                 buffered: Buffered::new(max_buffered),
             };
-            (state, Some(template), None)
+            (state, Source::Template(Box::new(template)))
         } else {
             let body = if body.is_end_stream() {
                 RetryBody::empty()
             } else {
                 RetryBody::streamed(body)
             };
-            (
-                State::Starting,
-                None,
-                Some(Request::from_parts(parts, body)),
-            )
+            let first = Request::from_parts(parts, body);
+            (State::Starting, Source::Once(Box::new(first)))
         };
         Self {
             state,
-            // Unarmed until an attempt or a sleep sets it.
-            timer: tokio::time::sleep_until(started.into()),
-            timer_armed: false,
+            timer: Timer::new(),
             service,
             classifier,
-            template,
-            first,
+            source,
             call,
             attempt: 0,
             attempt_timeout: None,
@@ -279,7 +279,8 @@ where
                 };
                 let buffered = std::mem::replace(buffered, Buffered::new(0));
                 let rest = body.take();
-                let Some(mut template) = this.template.take() else {
+                let Source::Template(mut template) = std::mem::replace(this.source, Source::Sent)
+                else {
                     unreachable!("a call that may retry has a template")
                 };
                 if outgrown {
@@ -291,7 +292,7 @@ where
                         Some(rest) => RetryBody::streamed(Prefixed::new(prefix, rest)),
                         None => RetryBody::empty(),
                     };
-                    *this.first = Some(template.into_request(body));
+                    *this.source = Source::Once(Box::new(template.into_request(body)));
                 } else {
                     template.body = buffered.into_bytes();
                     // Stamped on the first attempt too: by the time a retry goes out, the
@@ -299,7 +300,8 @@ where
                     if !carries_marker(&template.headers) {
                         template.headers.insert(MARKER, MARKED);
                     }
-                    *this.template = Some(template);
+                    stamp_call(&mut template.headers, call_facts(this.call));
+                    *this.source = Source::Template(template);
                 }
                 this.call.next(clock::now())
             }
@@ -329,13 +331,11 @@ where
                     Poll::Ready(result) => {
                         finish_attempt(&mut this, result.map_err(TransportError::new))
                     }
-                    Poll::Pending
-                        if *this.timer_armed && this.timer.as_mut().poll(cx).is_ready() =>
-                    {
+                    Poll::Pending => {
+                        ready!(this.timer.as_mut().poll(cx));
                         telemetry::record_timeout(this.attempt_span);
                         this.call.timed_out(clock::now())
                     }
-                    Poll::Pending => return Poll::Pending,
                 }
             }
             StateProj::Sleeping => {
@@ -348,17 +348,13 @@ where
             Step::Run(attempt) => {
                 *this.attempt = attempt.number();
                 *this.attempt_timeout = attempt.timeout();
-                *this.timer_armed = attempt.cut_at().is_some();
-                if let Some(cut_at) = attempt.cut_at() {
-                    this.timer.as_mut().reset(cut_at.into());
-                }
+                this.timer.as_mut().set(attempt.cut_at());
                 this.state.set(State::Ready);
             }
             Step::Sleep(until) => {
                 // A retried attempt's response was dropped unread: hyper closes its
                 // connection rather than returning a half-read one to the pool.
-                this.timer.as_mut().reset(until.into());
-                *this.timer_armed = false;
+                this.timer.as_mut().set(Some(until));
                 this.state.set(State::Sleeping);
             }
             Step::Done(output) => {
@@ -370,30 +366,57 @@ where
 }
 
 /// Sends the admitted attempt: the first request as given, a retry rebuilt from the template.
+///
+/// What changes from attempt to attempt (the deadline, the trace context) is written into the
+/// template before it is copied, so the copy is made at its final size.
 fn send<S, C, B>(this: &mut ResponseFutureProj<'_, S, C, B>)
 where
     S: Service<Request<RetryBody>>,
 {
-    let mut request = match (this.first.take(), this.template.as_ref()) {
-        (Some(request), _) => request,
-        (None, Some(template)) => template.request(),
-        (None, None) => unreachable!("a call without a template makes one attempt"),
+    let timeout = *this.attempt_timeout;
+    let request = if let Source::Template(template) = this.source {
+        let span = telemetry::attempt_span(
+            this.call.span(),
+            template.method.as_str(),
+            &template.uri,
+            *this.attempt,
+        );
+        stamp_deadline(&mut template.headers, timeout);
+        telemetry::inject_context(&span, &mut template.headers);
+        *this.attempt_span = span;
+        template.request()
+    } else {
+        let Source::Once(request) = std::mem::replace(this.source, Source::Sent) else {
+            unreachable!("a call without a template makes one attempt")
+        };
+        let mut request = *request;
+        let span = telemetry::attempt_span(
+            this.call.span(),
+            request.method().as_str(),
+            request.uri(),
+            *this.attempt,
+        );
+        let headers = request.headers_mut();
+        stamp_call(headers, call_facts(this.call));
+        stamp_deadline(headers, timeout);
+        telemetry::inject_context(&span, headers);
+        *this.attempt_span = span;
+        request
     };
-    let facts = ChainFacts {
-        depth: this.call.depth(),
-        potential_attempts: this.call.potential_attempts(),
-        criticality: this.call.criticality(),
-        timeout: *this.attempt_timeout,
-    };
-    stamp_chain(request.headers_mut(), facts);
-    let span = telemetry::attempt_span(this.call.span(), (&request).into(), *this.attempt);
-    telemetry::inject_context(&span, request.headers_mut());
-    *this.attempt_span = span;
     let future = {
         let _entered = this.attempt_span.enter();
         this.service.call(request)
     };
     this.state.set(State::Calling { future });
+}
+
+/// What every attempt of the call says about the chain.
+fn call_facts(call: &Call<TransportError>) -> CallFacts {
+    CallFacts {
+        depth: call.depth(),
+        potential_attempts: call.potential_attempts(),
+        criticality: call.criticality(),
+    }
 }
 
 /// Classifies a finished attempt and hands it to the call.

@@ -203,13 +203,6 @@ where
             .key(&key);
         let call = Call::start(policy, started, options);
         let cap = shared.max_buffered_body;
-        ResponseFuture::new(
-            request,
-            service,
-            self.classifier.clone(),
-            call,
-            started,
-            cap,
-        )
+        ResponseFuture::new(request, service, self.classifier.clone(), call, cap)
     }
 }

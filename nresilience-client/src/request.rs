@@ -26,15 +26,13 @@ const DEPTH: HeaderName = HeaderName::from_static(DEPTH_HEADER);
 const ATTEMPTS: HeaderName = HeaderName::from_static(ATTEMPTS_HEADER);
 const CRITICALITY: HeaderName = HeaderName::from_static(CRITICALITY_HEADER);
 
-/// What an attempt tells the hop it reaches about the chain above.
+/// What every attempt of a call tells the hop it reaches about the chain above.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ChainFacts {
+pub(crate) struct CallFacts {
     /// The call's depth in the chain.
     pub(crate) depth: u32,
     /// The attempts that could reach the dependency through the call and those above it.
     pub(crate) potential_attempts: u32,
-    /// How long the caller waits for this attempt.
-    pub(crate) timeout: Option<Duration>,
     /// How much the caller waits on the call.
     pub(crate) criticality: Criticality,
 }
@@ -42,15 +40,11 @@ pub(crate) struct ChainFacts {
 /// gRPC's own per-call deadline.
 const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
-/// Writes on an attempt what the hop it reaches should know of the chain above it: its
-/// depth and the attempts that could reach it (C4), and how long its caller will still wait
-/// for it (C2), `timeout` being the smaller of the call's deadline left and the attempt's own
-/// timeout or ceiling, so the callee's retrying calls give up no later. An attempt without
-/// one carries no deadline, even one forwarded from the request being served. A gRPC request
-/// gets the same as its `grpc-timeout`, in milliseconds, unless the one the caller set is
-/// shorter: an attempt never loosens the caller's own deadline.
-pub(crate) fn stamp_chain(headers: &mut HeaderMap, call: ChainFacts) {
-    // One growth of the map for the four, not one per insert.
+/// Writes what the hop an attempt reaches should know of the chain above it: its depth and
+/// the attempts that could reach it (C4), and the call's criticality. The same for every
+/// attempt of a call; [`stamp_deadline`] writes what differs.
+pub(crate) fn stamp_call(headers: &mut HeaderMap, call: CallFacts) {
+    // One growth of the map for these and the deadline, not one per insert.
     headers.reserve(4);
     headers.insert(DEPTH, small_number(call.depth));
     headers.insert(ATTEMPTS, small_number(call.potential_attempts));
@@ -58,7 +52,16 @@ pub(crate) fn stamp_chain(headers: &mut HeaderMap, call: ChainFacts) {
         CRITICALITY,
         HeaderValue::from_static(call.criticality.as_str()),
     );
-    let Some(timeout) = call.timeout else {
+}
+
+/// Writes how long the attempt's caller will still wait for it (C2), `timeout` being the
+/// smaller of the call's deadline left and the attempt's own timeout or ceiling, so the
+/// callee's retrying calls give up no later. An attempt without one carries no deadline, even
+/// one forwarded from the request being served. A gRPC request gets the same as its
+/// `grpc-timeout`, in milliseconds, unless the one the caller set is shorter: an attempt
+/// never loosens the caller's own deadline.
+pub(crate) fn stamp_deadline(headers: &mut HeaderMap, timeout: Option<Duration>) {
+    let Some(timeout) = timeout else {
         headers.remove(DEADLINE);
         return;
     };
@@ -134,20 +137,20 @@ mod tests {
     #[test]
     fn c2_each_attempt_carries_the_time_its_caller_waits_in_whole_milliseconds() {
         let mut headers = HeaderMap::new();
-        stamp_chain(&mut headers, facts(Some(Duration::from_micros(40_900))));
+        stamp(&mut headers, Some(Duration::from_micros(40_900)));
         assert_eq!(
             headers[DEADLINE_HEADER], "41",
             "rounded up: the caller's cut comes first"
         );
         assert!(headers.get("grpc-timeout").is_none());
-        stamp_chain(&mut headers, facts(Some(Duration::from_millis(7))));
+        stamp(&mut headers, Some(Duration::from_millis(7)));
         assert_eq!(
             headers.get_all(DEADLINE_HEADER).iter().count(),
             1,
             "replaced"
         );
         let mut none = HeaderMap::new();
-        stamp_chain(&mut none, facts(None));
+        stamp(&mut none, None);
         assert!(none.get(DEADLINE_HEADER).is_none());
     }
 
@@ -155,7 +158,7 @@ mod tests {
     fn c2_an_attempt_without_a_timeout_drops_a_forwarded_deadline() {
         let mut forwarded = HeaderMap::new();
         forwarded.insert(DEADLINE, HeaderValue::from_static("40"));
-        stamp_chain(&mut forwarded, facts(None));
+        stamp(&mut forwarded, None);
         assert!(forwarded.get(DEADLINE_HEADER).is_none());
     }
 
@@ -167,7 +170,7 @@ mod tests {
             HeaderValue::from_static("application/grpc"),
         );
         headers.insert(GRPC_TIMEOUT, HeaderValue::from_static("30S"));
-        stamp_chain(&mut headers, facts(Some(Duration::from_millis(250))));
+        stamp(&mut headers, Some(Duration::from_millis(250)));
         assert_eq!(headers["grpc-timeout"], "250m");
         assert_eq!(headers[DEADLINE_HEADER], "250");
     }
@@ -182,13 +185,13 @@ mod tests {
         ] {
             let mut headers = grpc_request();
             headers.insert(GRPC_TIMEOUT, HeaderValue::from_static(set));
-            stamp_chain(&mut headers, facts(Some(Duration::from_millis(250))));
+            stamp(&mut headers, Some(Duration::from_millis(250)));
             assert_eq!(headers["grpc-timeout"], expected, "{set}");
             assert_eq!(headers[DEADLINE_HEADER], "250", "{set}");
         }
         let mut headers = grpc_request();
         headers.insert(GRPC_TIMEOUT, HeaderValue::from_static("100m"));
-        stamp_chain(&mut headers, facts(None));
+        stamp(&mut headers, None);
         assert_eq!(
             headers["grpc-timeout"], "100m",
             "no attempt timeout: the caller's"
@@ -214,20 +217,22 @@ mod tests {
     #[test]
     fn c4_every_attempt_carries_its_depth_and_potential_attempts() {
         let mut headers = HeaderMap::new();
-        stamp_chain(&mut headers, facts(None));
+        stamp(&mut headers, None);
         assert_eq!(headers[DEPTH_HEADER], "2");
         assert_eq!(headers[ATTEMPTS_HEADER], "16");
         assert_eq!(headers[CRITICALITY_HEADER], "sheddable");
     }
 
-    /// A sheddable call at depth 2 below a 4-attempt caller, itself of 4 attempts.
-    fn facts(timeout: Option<Duration>) -> ChainFacts {
-        ChainFacts {
+    /// Stamps an attempt of a sheddable call at depth 2 below a 4-attempt caller, itself of 4
+    /// attempts.
+    fn stamp(headers: &mut HeaderMap, timeout: Option<Duration>) {
+        let facts = CallFacts {
             depth: 2,
             potential_attempts: 16,
-            timeout,
             criticality: Criticality::Sheddable,
-        }
+        };
+        stamp_call(headers, facts);
+        stamp_deadline(headers, timeout);
     }
 
     #[test]

@@ -62,7 +62,7 @@ use tracing::{Instrument, Span};
 use crate::classify::HttpClassifier;
 use crate::layer::Retryable;
 use crate::request::{
-    carries_marker, host_key, is_idempotent, stamp_chain, ChainFacts, MARKED, MARKER,
+    carries_marker, host_key, is_idempotent, stamp_call, stamp_deadline, CallFacts, MARKED, MARKER,
 };
 use crate::telemetry;
 
@@ -144,31 +144,35 @@ impl Middleware for RetryMiddleware {
             Some(Retryable(choice)) => *choice,
             None => self.retry_non_idempotent || is_idempotent(request.method()),
         };
-        // Stamped on the first attempt too: by the time a retry goes out, the amplification
-        // has already happened (N1). Never stamped twice; unstamped again if the body proves
-        // to be a stream, which is sent once.
         let marked = carries_marker(request.headers());
-        let mut template = None;
-        if opted && self.policy.may_retry() {
-            if !marked {
-                request.headers_mut().insert(MARKER, MARKED);
-            }
-            template = request.try_clone();
-            if template.is_none() && !marked {
-                request.headers_mut().remove(MARKER);
-            }
-        }
-
+        // A streamed body cannot be sent again: its call is a single attempt.
+        let replayable = request.body().is_none_or(|body| body.as_bytes().is_some());
         let target = authority(request.url());
         let key = host_key(target);
         let options = CallOptions::new()
-            .may_retry(template.is_some())
+            .may_retry(opted && replayable)
             .marked(marked)
             .target(target)
             .method(request.method().as_str())
             .key(&key);
         // Started outside the retrying scope: the call reads whether it is nested itself.
-        let call = Call::start(&self.policy, clock::now(), options);
+        let mut call = Call::start(&self.policy, clock::now(), options);
+        stamp_call(request.headers_mut(), call_facts(&call));
+        let mut template = None;
+        if call.may_retry() {
+            // Stamped on the first attempt too: by the time a retry goes out, the
+            // amplification has already happened (N1). Never stamped twice.
+            if !marked {
+                request.headers_mut().insert(MARKER, MARKED);
+            }
+            template = request.try_clone();
+            if template.is_none() {
+                call.single_attempt();
+                if !marked {
+                    request.headers_mut().remove(MARKER);
+                }
+            }
+        }
         let attempts = Attempts {
             call,
             classifier: self.classifier,
@@ -251,14 +255,19 @@ impl Attempts<'_, '_> {
     }
 
     async fn attempt(&mut self, attempt: Attempt) -> Step<Response, reqwest_middleware::Error> {
-        let request = match self.first.take() {
-            Some(request) => request,
-            None => match self.template.as_ref().and_then(Request::try_clone) {
-                Some(request) => request,
-                None => unreachable!("a call without a template makes one attempt"),
-            },
+        // What changes from attempt to attempt is written into the template before it is
+        // copied, so the copy is made at its final size.
+        let (span, request) = match (self.first.take(), self.template.as_mut()) {
+            (Some(mut request), _) => (prepare(&self.call, attempt, &mut request), request),
+            (None, Some(template)) => {
+                let span = prepare(&self.call, attempt, template);
+                match template.try_clone() {
+                    Some(request) => (span, request),
+                    None => unreachable!("a template is a request that clones"),
+                }
+            }
+            (None, None) => unreachable!("a call without a template makes one attempt"),
         };
-        let (span, request) = attempt_span(&self.call, attempt, request);
         let sent = self
             .next
             .clone()
@@ -305,28 +314,39 @@ fn classify(classifier: &HttpClassifier, result: &reqwest_middleware::Result<Res
 
 // ===== telemetry =====
 
-/// The span of one attempt, after the OpenTelemetry HTTP conventions, and the request with
-/// its trace context (N6).
-fn attempt_span(
+impl telemetry::Destination for Url {
+    fn host(&self) -> Option<&str> {
+        self.host_str()
+    }
+
+    fn port(&self) -> Option<u16> {
+        self.port_or_known_default()
+    }
+}
+
+/// The span of one attempt, after the OpenTelemetry HTTP conventions; `request` gets its
+/// deadline (C2) and its trace context (N6).
+fn prepare(
     call: &Call<reqwest_middleware::Error>,
     attempt: Attempt,
-    mut request: Request,
-) -> (Span, Request) {
-    let url = request.url();
-    let target = telemetry::Target {
-        method: request.method().as_str(),
-        host: url.host_str(),
-        port: url.port_or_known_default(),
-        url,
-    };
-    let span = telemetry::attempt_span(call.span(), target, attempt.number());
+    request: &mut Request,
+) -> Span {
+    let span = telemetry::attempt_span(
+        call.span(),
+        request.method().as_str(),
+        request.url(),
+        attempt.number(),
+    );
+    stamp_deadline(request.headers_mut(), attempt.timeout());
     telemetry::inject_context(&span, request.headers_mut());
-    let facts = ChainFacts {
+    span
+}
+
+/// What every attempt of the call says about the chain.
+fn call_facts(call: &Call<reqwest_middleware::Error>) -> CallFacts {
+    CallFacts {
         depth: call.depth(),
         potential_attempts: call.potential_attempts(),
         criticality: call.criticality(),
-        timeout: attempt.timeout(),
-    };
-    stamp_chain(request.headers_mut(), facts);
-    (span, request)
+    }
 }

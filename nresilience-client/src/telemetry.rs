@@ -1,52 +1,55 @@
 //! One client span per physical attempt, after the OpenTelemetry HTTP conventions, and the
 //! W3C trace context on every attempt.
 
-use http::{HeaderMap, Request, StatusCode};
+use http::{HeaderMap, StatusCode};
 use nresilience_core::Verdict;
 use opentelemetry_http::HeaderInjector;
 use tracing::{field, Span};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-/// What an attempt span says of the request, from whichever request type a driver has.
-pub(crate) struct Target<'a> {
-    pub(crate) method: &'a str,
-    pub(crate) host: Option<&'a str>,
-    pub(crate) port: Option<u16>,
-    pub(crate) url: &'a dyn std::fmt::Display,
+/// Where an attempt goes, from whichever request type a driver has: read for the attempt
+/// span only when a subscriber takes the span.
+pub(crate) trait Destination: std::fmt::Display {
+    fn host(&self) -> Option<&str>;
+    fn port(&self) -> Option<u16>;
 }
 
-impl<'a, B> From<&'a Request<B>> for Target<'a> {
-    fn from(request: &'a Request<B>) -> Self {
-        let uri = request.uri();
-        Self {
-            method: request.method().as_str(),
-            host: uri.host(),
-            port: uri.port_u16(),
-            url: uri,
-        }
+impl Destination for http::Uri {
+    fn host(&self) -> Option<&str> {
+        http::Uri::host(self)
+    }
+
+    fn port(&self) -> Option<u16> {
+        self.port_u16()
     }
 }
 
 /// The span of one attempt, a child of the call's span.
 ///
 /// `http.request.resend_count` is set on resends only, as the conventions ask. Integers
-/// are recorded as i64: unsigned fields reach OpenTelemetry as strings.
-pub(crate) fn attempt_span(call: &Span, target: Target<'_>, attempt: u32) -> Span {
+/// are recorded as i64: unsigned fields reach OpenTelemetry as strings. The fields are
+/// evaluated only when a subscriber takes the span.
+pub(crate) fn attempt_span(
+    call: &Span,
+    method: &str,
+    destination: &dyn Destination,
+    attempt: u32,
+) -> Span {
     let span = tracing::info_span!(
         parent: call,
         "HTTP",
-        otel.name = target.method,
+        otel.name = method,
         otel.kind = "client",
         otel.status_code = field::Empty,
-        http.request.method = target.method,
-        server.address = target.host,
-        server.port = target.port.map(i64::from),
-        url.full = %target.url,
+        http.request.method = method,
+        server.address = destination.host(),
+        server.port = destination.port().map(i64::from),
+        url.full = %destination,
         http.request.resend_count = field::Empty,
         http.response.status_code = field::Empty,
         error.type = field::Empty,
     );
-    if attempt > 1 {
+    if attempt > 1 && !span.is_disabled() {
         span.record("http.request.resend_count", i64::from(attempt - 1));
     }
     span
@@ -55,6 +58,10 @@ pub(crate) fn attempt_span(call: &Span, target: Target<'_>, attempt: u32) -> Spa
 /// Puts the attempt span's trace context into the request headers through the global
 /// propagator, so the server continues the same trace (N6).
 pub(crate) fn inject_context(span: &Span, headers: &mut HeaderMap) {
+    // A span no subscriber took has the empty context, which puts nothing in the headers.
+    if span.is_disabled() {
+        return;
+    }
     let context = span.context();
     opentelemetry::global::get_text_map_propagator(|propagator| {
         propagator.inject_context(&context, &mut HeaderInjector(headers));
@@ -63,6 +70,13 @@ pub(crate) fn inject_context(span: &Span, headers: &mut HeaderMap) {
 
 /// Records an attempt's answer: its status, or `None` when the request failed.
 pub(crate) fn record_result(span: &Span, status: Option<StatusCode>, verdict: &Verdict) {
+    if verdict.is_retryable() {
+        tracing::debug!(parent: span, verdict = verdict.as_str(), "attempt failed");
+    }
+    // Recording into a span no subscriber took looks each field up by name for nothing.
+    if span.is_disabled() {
+        return;
+    }
     match status {
         Some(status) => {
             span.record("http.response.status_code", i64::from(status.as_u16()));
@@ -76,12 +90,12 @@ pub(crate) fn record_result(span: &Span, status: Option<StatusCode>, verdict: &V
             span.record("otel.status_code", "ERROR");
         }
     }
-    if verdict.is_retryable() {
-        tracing::debug!(parent: span, verdict = verdict.as_str(), "attempt failed");
-    }
 }
 
 pub(crate) fn record_timeout(span: &Span) {
+    if span.is_disabled() {
+        return;
+    }
     span.record("error.type", "timeout");
     span.record("otel.status_code", "ERROR");
 }

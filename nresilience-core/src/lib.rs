@@ -29,6 +29,7 @@ mod criticality;
 mod executor;
 mod guards;
 pub mod nesting;
+pub mod scope;
 #[cfg(feature = "simulate")]
 pub mod simulate;
 pub mod telemetry;
@@ -43,6 +44,7 @@ pub use executor::ceiling::AttemptCeiling;
 pub use executor::error::{
     CallRejected, InvalidPolicy, LastAttempt, RejectReason, RetryError, StopReason,
 };
+pub use executor::execute::Execute;
 pub use executor::latency;
 pub use executor::policy::{RetryPolicy, RetryPolicyBuilder};
 pub use executor::verdict::{Classify, DefaultClassifier, Verdict};

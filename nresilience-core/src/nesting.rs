@@ -33,7 +33,10 @@
 use std::fmt;
 use std::future::Future;
 
-use tokio::task::futures::TaskLocalFuture;
+use std::cell::Cell;
+use std::thread::LocalKey;
+
+use crate::scope::{self, sealed, Scoped};
 
 /// The name of the header (and gRPC metadata key) that marks a request its sender may retry.
 pub const MARKER_HEADER: &str = "x-nresilience-retrying";
@@ -66,31 +69,39 @@ impl fmt::Display for NestingSource {
     }
 }
 
-tokio::task_local! {
-    static NESTING: NestingSource;
+thread_local! {
+    static NESTING: Cell<Option<NestingSource>> = const { Cell::new(None) };
+}
+
+impl sealed::Sealed for NestingSource {
+    fn slot() -> &'static LocalKey<Cell<Option<Self>>> {
+        &NESTING
+    }
 }
 
 /// The retrying context the current task runs in, if any.
 ///
-/// Cheap when unset: one thread-local read. Outside any task it is `None`.
+/// One thread-local read. Outside any scope it is `None`.
+#[inline]
 pub fn current() -> Option<NestingSource> {
-    NESTING.try_with(|source| *source).ok()
+    scope::current()
 }
 
 /// Runs `future` inside the retrying context `source`, restoring the outer one afterwards.
 ///
 /// The returned future is nameable, so a middleware can hold it in its response future
 /// without boxing.
-pub fn scope<F: Future>(source: NestingSource, future: F) -> TaskLocalFuture<NestingSource, F> {
-    NESTING.scope(source, future)
+pub fn scope<F: Future>(source: NestingSource, future: F) -> Scoped<NestingSource, F> {
+    Scoped::new(source, future)
 }
 
 /// Runs the synchronous `f` inside the retrying context `source`.
 ///
 /// For the synchronous half of a middleware: a `Service::call` that starts an outbound call
 /// before returning its future.
+#[inline]
 pub fn sync_scope<R>(source: NestingSource, f: impl FnOnce() -> R) -> R {
-    NESTING.sync_scope(source, f)
+    scope::sync_scope(source, f).0
 }
 
 #[cfg(test)]

@@ -41,6 +41,8 @@ pub const SOURCE: &str = "nresilience.source";
 const OK: &str = Verdict::Success.as_str();
 /// The outcome tag of a successful call.
 const SUCCEEDED: &str = StopReason::Succeeded.as_str();
+/// The outcome tag of a call whose caller dropped it before it stopped.
+pub(crate) const CANCELLED: &str = "cancelled";
 
 /// The instruments a policy records into, taken from the global meter provider.
 #[derive(Debug, Clone)]
@@ -113,19 +115,24 @@ impl Instruments {
         ]
     }
 
-    pub(crate) fn attempt(&self, verdict: &'static str, seconds: f64) {
+    pub(crate) fn attempt(&self, verdict: Verdict, seconds: f64) {
         let (count, time) = (&self.attempts, &self.attempt_duration);
         match verdict {
-            OK => count_and_time(count, time, &self.ok_attempt, seconds),
-            _ => count_and_time(count, time, &self.tag(VERDICT, verdict), seconds),
+            Verdict::Success => count_and_time(count, time, &self.ok_attempt, seconds),
+            _ => count_and_time(count, time, &self.tag(VERDICT, verdict.as_str()), seconds),
         }
     }
 
-    pub(crate) fn call(&self, outcome: &'static str, seconds: f64) {
+    /// A call's end: `None` when its caller dropped it unfinished.
+    pub(crate) fn call(&self, outcome: Option<StopReason>, seconds: f64) {
         let (count, time) = (&self.calls, &self.call_duration);
+        let tag = |outcome: &'static str| self.tag(OUTCOME, outcome);
         match outcome {
-            SUCCEEDED => count_and_time(count, time, &self.succeeded_call, seconds),
-            _ => count_and_time(count, time, &self.tag(OUTCOME, outcome), seconds),
+            Some(StopReason::Succeeded) => {
+                count_and_time(count, time, &self.succeeded_call, seconds)
+            }
+            Some(reason) => count_and_time(count, time, &tag(reason.as_str()), seconds),
+            None => count_and_time(count, time, &tag(CANCELLED), seconds),
         }
     }
 

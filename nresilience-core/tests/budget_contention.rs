@@ -100,6 +100,9 @@ fn b1_b3_contended_threads_never_get_more_than_the_bucket_was_funded_with() {
     for options in [
         BudgetOptions::default(),
         BudgetOptions::default().minimum_per_second(0.0),
+        BudgetOptions::default()
+            .minimum_per_second(0.0)
+            .capacity(10.0),
         BudgetOptions::default().fraction(0.5).capacity(5.0),
     ] {
         for threads in [2, 4, 8] {
@@ -112,8 +115,11 @@ fn b1_b3_contended_threads_never_get_more_than_the_bucket_was_funded_with() {
             );
             // Three withdrawals for every two deposits: the bucket runs dry, so what it
             // grants is near what funded it, not merely below it. Sheddable withdrawals
-            // leave half the bucket unspent (B9), so "near" is within a tenth.
-            if !cfg!(miri) {
+            // leave half the bucket unspent (B9), so "near" is within a tenth. A one-token
+            // bucket does not run dry: ten deposits fill it, and the deposits that arrive
+            // before the next withdrawal find it full and add nothing (B1's cap), about one
+            // in eleven even on one thread, so the check is for larger buckets.
+            if !cfg!(miri) && options.effective_capacity() > 1.0 {
                 assert!(
                     granted >= 0.9 * bound,
                     "{threads} threads, {options:?}: granted {granted}, far below {bound}"

@@ -238,7 +238,7 @@ async fn c7_an_overloaded_answer_teaches_the_request_its_hint() {
         policy.execute_with(&classify, |_| async { Ok::<u16, ()>(503) })
     ));
     assert_eq!(serving.as_mut().await.ok(), Some(503));
-    let learned = serving.take_value().unwrap();
+    let learned = *serving.value();
     assert!(learned.overloaded());
     assert_eq!(learned.retry_after(), hint);
 }

@@ -95,6 +95,12 @@ impl TokenBucket {
 
     /// Adds `fraction` tokens for a successful attempt, up to the capacity.
     pub fn deposit(&self, now: Instant) {
+        // A full bucket stays full, and nothing is lost by leaving the floor unaccrued: the
+        // next withdrawal accrues the whole span, capped at the capacity the bucket already
+        // holds, and only a withdrawal lowers the balance.
+        if self.balance.load(Ordering::Acquire) >= self.capacity {
+            return;
+        }
         let add = self.accrue(now) + self.deposit;
         let capacity = self.capacity;
         let _ = self

@@ -3,14 +3,22 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use tokio::task::futures::TaskLocalFuture;
+use std::cell::Cell;
+use std::thread::LocalKey;
 
 use super::signal::decimal;
 use crate::clock;
 use crate::criticality::Criticality;
+use crate::scope::{self, sealed, Scoped};
 
-tokio::task_local! {
-    static INBOUND: Inbound;
+thread_local! {
+    static INBOUND: Cell<Option<Inbound>> = const { Cell::new(None) };
+}
+
+impl sealed::Sealed for Inbound {
+    fn slot() -> &'static LocalKey<Cell<Option<Self>>> {
+        &INBOUND
+    }
 }
 
 /// The most a caller may say it will wait: a day. A larger value is no value, so that a
@@ -98,8 +106,9 @@ impl Default for Inbound {
 }
 
 /// What the request being served said, if this runs while serving one.
+#[inline]
 pub fn inbound() -> Option<Inbound> {
-    INBOUND.try_with(|inbound| *inbound).ok()
+    scope::current()
 }
 
 /// Runs `future` as the serving of a request that said `inbound`.
@@ -121,13 +130,13 @@ pub fn inbound() -> Option<Inbound> {
 /// assert_eq!(clock::now(), caller_waits, "gave up with its caller, not 30 s later");
 /// # }
 /// ```
-pub fn serving<F: Future>(inbound: Inbound, future: F) -> TaskLocalFuture<Inbound, F> {
-    INBOUND.scope(inbound, future)
+pub fn serving<F: Future>(inbound: Inbound, future: F) -> Scoped<Inbound, F> {
+    Scoped::new(inbound, future)
 }
 
 /// Like [`serving`], for the synchronous part of a service's `call`.
 pub fn serving_sync<R>(inbound: Inbound, f: impl FnOnce() -> R) -> R {
-    INBOUND.sync_scope(inbound, f)
+    scope::sync_scope(inbound, f).0
 }
 
 /// The time an `x-nresilience-deadline-ms` value says the caller will still wait: whole

@@ -2,14 +2,20 @@
 
 use std::cell::Cell;
 use std::future::Future;
+use std::thread::LocalKey;
 use std::time::Duration;
 
-use tokio::task::futures::TaskLocalFuture;
-
 use crate::executor::error::StopReason;
+use crate::scope::{self, sealed, Scoped};
 
-tokio::task_local! {
-    static LEARNED: Learned;
+thread_local! {
+    static LEARNED: Cell<Option<Learned>> = const { Cell::new(None) };
+}
+
+impl sealed::Sealed for Learned {
+    fn slot() -> &'static LocalKey<Cell<Option<Self>>> {
+        &LEARNED
+    }
 }
 
 /// How the calls made while serving one request ended, as far as the request's caller
@@ -20,37 +26,36 @@ tokio::task_local! {
 /// answers with a `5xx`, stamps the signal this says on the answer. Calls record into it
 /// through the task-local; a call in a task spawned off the handler does not, unless that
 /// task runs inside a `learning` scope of its own.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Learned {
-    overloaded: Cell<bool>,
-    retry_after: Cell<Option<Duration>>,
-    retried: Cell<u32>,
+    overloaded: bool,
+    retry_after: Option<Duration>,
+    retried: u32,
 }
 
 impl Learned {
     /// Whether a call was refused by its retry budget or circuit breaker, or was answered
     /// with a dependency's overload signal.
     pub fn overloaded(&self) -> bool {
-        self.overloaded.get()
+        self.overloaded
     }
 
     /// The longest wait a refusal's hint asked for, when an overload was learned with one.
     pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after.get()
+        self.retry_after
     }
 
     /// The most attempts a call made that failed after retrying, or that a dependency
     /// answered as already retried; `None` when no call did.
     pub fn retried(&self) -> Option<u32> {
-        Some(self.retried.get()).filter(|&attempts| attempts > 0)
+        Some(self.retried).filter(|&attempts| attempts > 0)
     }
 
-    fn record(&self, reason: StopReason, attempts: u32, retry_after: Option<Duration>) {
+    fn record(&mut self, reason: StopReason, attempts: u32, retry_after: Option<Duration>) {
         match reason {
             StopReason::BudgetExhausted | StopReason::BreakerOpen | StopReason::Overloaded => {
-                self.overloaded.set(true);
-                self.retry_after
-                    .set(self.retry_after.get().max(retry_after));
+                self.overloaded = true;
+                self.retry_after = self.retry_after.max(retry_after);
             }
             StopReason::AttemptsExhausted if attempts > 1 => self.note_retried(attempts),
             StopReason::RetriedBelow => self.note_retried(attempts),
@@ -58,14 +63,14 @@ impl Learned {
         }
     }
 
-    fn note_retried(&self, attempts: u32) {
-        self.retried.set(self.retried.get().max(attempts));
+    fn note_retried(&mut self, attempts: u32) {
+        self.retried = self.retried.max(attempts);
     }
 }
 
-/// A future run by [`learning`]; `take_value` on it, once it is done, gives the
-/// [`Learned`].
-pub type LearningFuture<F> = TaskLocalFuture<Learned, F>;
+/// A future run by [`learning`]; [`value`](Scoped::value) on it, once it is done, gives
+/// the [`Learned`].
+pub type LearningFuture<F> = Scoped<Learned, F>;
 
 /// Runs `future` recording how the calls made inside it end.
 ///
@@ -80,19 +85,19 @@ pub type LearningFuture<F> = TaskLocalFuture<Learned, F>;
 /// }));
 /// let error = serving.as_mut().await.unwrap_err();
 /// assert_eq!(error.reason(), StopReason::AttemptsExhausted);
-/// let learned = serving.take_value().unwrap();
+/// let learned = *serving.value();
 /// assert_eq!(learned.retried(), Some(3));
 /// assert!(!learned.overloaded());
 /// # }
 /// ```
 pub fn learning<F: Future>(future: F) -> LearningFuture<F> {
-    LEARNED.scope(Learned::default(), future)
+    Scoped::new(Learned::default(), future)
 }
 
 /// Records how a call that did not succeed ended, into the request being served, if any.
 pub(crate) fn call_ended(reason: StopReason, attempts: u32, retry_after: Option<Duration>) {
     // Outside a `learning` scope there is no request to tell.
-    let _ = LEARNED.try_with(|learned| learned.record(reason, attempts, retry_after));
+    scope::update(|learned: &mut Learned| learned.record(reason, attempts, retry_after));
 }
 
 #[cfg(test)]
@@ -101,7 +106,7 @@ mod tests {
 
     #[test]
     fn c1_refusals_and_overloaded_answers_are_learned_with_the_longest_hint() {
-        let learned = Learned::default();
+        let mut learned = Learned::default();
         learned.record(
             StopReason::BudgetExhausted,
             1,
@@ -116,7 +121,7 @@ mod tests {
 
     #[test]
     fn c6_only_a_call_that_retried_or_was_retried_below_counts() {
-        let learned = Learned::default();
+        let mut learned = Learned::default();
         learned.record(StopReason::AttemptsExhausted, 1, None);
         learned.record(StopReason::Permanent, 4, None);
         learned.record(StopReason::DeadlineExceeded, 3, None);

@@ -90,15 +90,15 @@ use crate::executor::policy::{Estimate, RetryPolicy};
 use crate::executor::verdict::Verdict;
 use crate::guards::breaker::{BreakerOutcome, BreakerPermit};
 use crate::nesting::{self, NestingSource};
+use crate::telemetry::CANCELLED;
+
+pub use crate::executor::timer::Timer;
 
 /// The clock the library reads, now in [`clock`](crate::clock).
 #[deprecated(note = "use `nresilience_core::clock::now`")]
 pub fn now() -> Instant {
     clock::now()
 }
-
-/// The outcome tag of a call whose caller dropped it before it stopped.
-const CANCELLED: &str = "cancelled";
 
 /// How a call is started: whether it may retry at all, what it targets, and which bucket
 /// funds its retries.
@@ -237,8 +237,8 @@ pub struct Call<E> {
     ceiling_binds: bool,
     phase: Phase,
     last: Option<LastAttempt<E>>,
-    nested: Option<Nested>,
-    nested_span: Span,
+    /// Rare, and kept out of line so the call a driver moves stays small.
+    nested: Option<Box<Nested>>,
     span: Span,
     /// This call's place in the chain: one more than the request being served said.
     depth: u32,
@@ -272,10 +272,13 @@ impl<E> Call<E> {
         // Read now, in the caller's context; reported by the first attempt, by which time
         // the call knows whether it may really retry (its body may prove unreplayable).
         let source = nesting::current().or(options.marked.then_some(NestingSource::Header));
-        let nested = source.filter(|_| max_attempts > 1).map(|source| Nested {
-            source,
-            target: options.target.map(str::to_owned),
-            method: options.method.map(str::to_owned),
+        let nested = source.filter(|_| max_attempts > 1).map(|source| {
+            Box::new(Nested {
+                source,
+                target: options.target.map(str::to_owned),
+                method: options.method.map(str::to_owned),
+                span: Span::none(),
+            })
         });
         let span = tracing::info_span!(
             "resilience",
@@ -305,7 +308,6 @@ impl<E> Call<E> {
             phase: Phase::Ready,
             last: None,
             nested,
-            nested_span: Span::none(),
             span,
         }
     }
@@ -406,7 +408,9 @@ impl<E> Call<E> {
         match result {
             Ok(value) => match self.decide(verdict, duration, now) {
                 Decision::Stop(reason) if answers(reason) => {
-                    self.stop(reason, now);
+                    // A call whose last attempt started with it lasted as long as that attempt.
+                    let elapsed = (self.attempt_started == self.started).then_some(duration);
+                    self.finish(reason, now, elapsed);
                     Step::Done(Ok(value))
                 }
                 decision => {
@@ -443,7 +447,8 @@ impl<E> Call<E> {
     fn begin<T>(&mut self, now: Instant) -> Step<T, E> {
         // A caller that has given up already gets no attempt (C2): a deadline inherited from
         // the request being served may be gone before the call starts.
-        if self.time_left(now).is_some_and(|left| left.is_zero()) {
+        let left = self.time_left(now);
+        if left.is_some_and(|left| left.is_zero()) {
             self.last.get_or_insert(LastAttempt::TimedOut);
             return self.step(Decision::Stop(StopReason::DeadlineExceeded), now);
         }
@@ -485,7 +490,7 @@ impl<E> Call<E> {
             self.ceiling_binds = timeout.is_none_or(|t| ceiling < t);
             timeout = Some(timeout.map_or(ceiling, |t| t.min(ceiling)));
         }
-        if let Some(left) = self.time_left(now) {
+        if let Some(left) = left {
             self.ceiling_binds &= timeout.is_none_or(|t| t <= left);
             timeout = Some(timeout.map_or(left, |t| t.min(left)));
         }
@@ -504,7 +509,7 @@ impl<E> Call<E> {
         let duration = now.saturating_duration_since(self.attempt_started);
         self.policy
             .instruments()
-            .attempt(verdict.as_str(), duration.as_secs_f64());
+            .attempt(verdict, duration.as_secs_f64());
         // Only a transient failure is evidence against the dependency: a throttle means it is
         // defending itself, a permanent failure is the caller's own (G2).
         let outcome = match verdict {
@@ -669,6 +674,11 @@ impl<E> Call<E> {
     }
 
     fn stop(&mut self, reason: StopReason, now: Instant) {
+        self.finish(reason, now, None);
+    }
+
+    /// Ends the call at `now`; `elapsed` is its duration when already known.
+    fn finish(&mut self, reason: StopReason, now: Instant, elapsed: Option<Duration>) {
         // A retry that will never go out does not keep its token (B13).
         self.return_token();
         // The request being served learns how its calls failed (C7); a refusal or an
@@ -683,28 +693,35 @@ impl<E> Call<E> {
             learned::call_ended(reason, self.attempts, None);
         }
         self.phase = Phase::Done;
-        self.record_end(reason.as_str(), reason == StopReason::BudgetExhausted, now);
+        let elapsed = elapsed.unwrap_or_else(|| now.saturating_duration_since(self.started));
+        self.record_end(Some(reason), elapsed, now);
     }
 
-    fn record_end(&self, outcome: &'static str, refused: bool, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.started);
+    /// Records the call's end: `None` when its caller dropped it unfinished.
+    fn record_end(&self, reason: Option<StopReason>, elapsed: Duration, now: Instant) {
         let instruments = self.policy.instruments();
-        instruments.call(outcome, elapsed.as_secs_f64());
-        if self.attempts > 1 || refused {
+        instruments.call(reason, elapsed.as_secs_f64());
+        if self.attempts > 1 || reason == Some(StopReason::BudgetExhausted) {
             if let Some(bucket) = &self.bucket {
                 instruments.utilization(bucket.utilization(now));
             }
         }
-        for span in [&self.span, &self.nested_span] {
-            // i64: unsigned 32-bit fields reach OpenTelemetry as strings.
-            span.record("nresilience.attempts", i64::from(self.attempts));
-            span.record("nresilience.outcome", outcome);
+        let nested_span = self.nested.as_ref().map(|nested| &nested.span);
+        // A span no subscriber took costs a lookup of each field by name to record nothing.
+        for span in std::iter::once(&self.span).chain(nested_span) {
+            if !span.is_disabled() {
+                // i64: unsigned 32-bit fields reach OpenTelemetry as strings.
+                span.record("nresilience.attempts", i64::from(self.attempts));
+                let outcome = reason.map_or(CANCELLED, StopReason::as_str);
+                span.record("nresilience.outcome", outcome);
+            }
         }
     }
 
     /// Reports a nested retry once, before the first attempt (N5).
     fn report_nested(&mut self) {
-        let Some(nested) = &self.nested else {
+        let potential_attempts = self.potential_attempts();
+        let Some(nested) = &mut self.nested else {
             return;
         };
         let source = nested.source.as_str();
@@ -717,7 +734,7 @@ impl<E> Call<E> {
             nresilience.target = nested.target.as_deref(),
             nresilience.method = nested.method.as_deref(),
             nresilience.nesting.depth = i64::from(self.depth),
-            nresilience.potential_attempts = i64::from(self.potential_attempts()),
+            nresilience.potential_attempts = i64::from(potential_attempts),
             nresilience.attempts = field::Empty,
             nresilience.outcome = field::Empty,
         );
@@ -727,7 +744,7 @@ impl<E> Call<E> {
             nresilience.source = source,
             "nresilience.nested_retry"
         );
-        self.nested_span = span;
+        nested.span = span;
     }
 }
 
@@ -736,7 +753,9 @@ impl<E> Drop for Call<E> {
         self.return_token();
         // A probe slot held by a cancelled attempt goes back when its permit drops (G4).
         if self.phase != Phase::Done && (self.attempts > 0 || self.phase != Phase::Ready) {
-            self.record_end(CANCELLED, false, clock::now());
+            let now = clock::now();
+            let elapsed = now.saturating_duration_since(self.started);
+            self.record_end(None, elapsed, now);
         }
     }
 }
@@ -792,4 +811,6 @@ struct Nested {
     source: NestingSource,
     target: Option<String>,
     method: Option<String>,
+    /// The `NestedRetry` span, once the first attempt reported it.
+    span: Span,
 }

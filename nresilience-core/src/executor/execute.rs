@@ -1,16 +1,15 @@
 //! Running a call under a policy with async attempts: the [`Call`] loop for closures.
 
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use std::time::Instant;
 
 use pin_project_lite::pin_project;
-use tokio::time::Sleep;
-use tracing::Instrument;
+use tracing::Span;
 
 use crate::clock;
-use crate::executor::call::{Attempt, Call, CallOptions, Step};
+use crate::executor::call::{Attempt, Call, CallOptions, Step, Timer};
 use crate::executor::error::RetryError;
 use crate::executor::policy::RetryPolicy;
 use crate::executor::verdict::{Classify, DefaultClassifier};
@@ -21,12 +20,12 @@ impl RetryPolicy {
     /// `Err` is a transient failure.
     ///
     /// The first attempt always runs. A call is cancelled by dropping the future.
-    pub async fn execute<F, Fut, T, E>(&self, attempt: F) -> Result<T, RetryError<E>>
+    pub fn execute<F, Fut, T, E>(&self, attempt: F) -> Execute<'_, DefaultClassifier, F, Fut, T, E>
     where
         F: FnMut(Attempt) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        self.execute_with(&DefaultClassifier, attempt).await
+        self.execute_with(&DefaultClassifier, attempt)
     }
 
     /// Like [`execute`](Self::execute), with a classifier of your own.
@@ -34,106 +33,148 @@ impl RetryPolicy {
     /// When the attempts run out, or a permanent verdict stops the call, on an `Ok` value
     /// the classifier did not accept (a 503 response, say), that value is returned as `Ok`:
     /// the caller gets the last answer, not an error.
-    pub async fn execute_with<C, F, Fut, T, E>(
-        &self,
-        classifier: &C,
+    pub fn execute_with<'a, C, F, Fut, T, E>(
+        &'a self,
+        classifier: &'a C,
         attempt: F,
-    ) -> Result<T, RetryError<E>>
+    ) -> Execute<'a, C, F, Fut, T, E>
     where
         C: Classify<Result<T, E>>,
         F: FnMut(Attempt) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let started = clock::now();
-        let call = Call::start(self, started, CallOptions::new());
-        let span = call.span().clone();
-        if call.may_retry() {
-            // The whole call is a retrying context: a retrying call inside it is nested.
-            let drive = drive(call, started, classifier, attempt).instrument(span);
-            nesting::scope(NestingSource::InProcess, drive).await
-        } else {
-            drive(call, started, classifier, attempt)
-                .instrument(span)
-                .await
+        Execute {
+            policy: self,
+            classifier,
+            attempt,
+            call: None,
+            span: Span::none(),
+            running: Running {
+                attempt: None,
+                timer: Timer::new(),
+            },
+            output: PhantomData,
         }
     }
 }
 
-async fn drive<C, F, Fut, T, E>(
-    mut call: Call<E>,
-    started: Instant,
-    classifier: &C,
-    mut attempt: F,
-) -> Result<T, RetryError<E>>
+pin_project! {
+    /// The future of [`RetryPolicy::execute`] and [`RetryPolicy::execute_with`]: one call,
+    /// started when first polled. Dropping it cancels the call.
+    ///
+    /// The call's span is entered while it is polled, and a call that may retry is a
+    /// retrying context for the attempts it runs: a retrying call inside them is nested.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Execute<'a, C, F, Fut, T, E> {
+        policy: &'a RetryPolicy,
+        classifier: &'a C,
+        attempt: F,
+        call: Option<Call<E>>,
+        span: Span,
+        #[pin]
+        running: Running<Fut>,
+        output: PhantomData<fn() -> T>,
+    }
+}
+
+pin_project! {
+    /// The attempt in flight and the call's one timer.
+    #[project = RunningProj]
+    struct Running<Fut> {
+        #[pin]
+        attempt: Option<Fut>,
+        #[pin]
+        timer: Timer,
+    }
+}
+
+impl<C, F, Fut, T, E> Future for Execute<'_, C, F, Fut, T, E>
 where
     C: Classify<Result<T, E>>,
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    // The first attempt starts when the call does: one clock read serves both.
-    let mut step = call.next(started);
-    loop {
-        step = match step {
-            Step::Run(admitted) => match CutAt::new(attempt(admitted), admitted.cut_at()).await {
-                Some(result) => {
-                    let verdict = classifier.classify(&result);
-                    call.attempted(result, verdict, clock::now())
-                }
-                None => call.timed_out(clock::now()),
-            },
-            Step::Sleep(until) => {
-                tokio::time::sleep_until(until.into()).await;
-                call.next(clock::now())
-            }
-            Step::Done(result) => return result,
-        };
-    }
-}
-
-pin_project! {
-    /// An attempt cut at a deadline. The timer is made only once the attempt is pending, so
-    /// an attempt that completes on its first poll never touches the timer wheel.
-    struct CutAt<F> {
-        #[pin]
-        future: F,
-        #[pin]
-        timer: Option<Sleep>,
-        deadline: Option<Instant>,
-    }
-}
-
-impl<F> CutAt<F> {
-    fn new(future: F, deadline: Option<Instant>) -> Self {
-        Self {
-            future,
-            timer: None,
-            deadline,
-        }
-    }
-}
-
-impl<F: Future> Future for CutAt<F> {
-    /// `None` when the deadline cut the attempt.
-    type Output = Option<F::Output>;
+    type Output = Result<T, RetryError<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        if let Poll::Ready(output) = this.future.poll(cx) {
-            return Poll::Ready(Some(output));
-        }
-        let Some(deadline) = *this.deadline else {
-            return Poll::Pending;
-        };
-        if this.timer.is_none() {
-            this.timer
-                .set(Some(tokio::time::sleep_until(deadline.into())));
-        }
-        match this.timer.as_pin_mut() {
-            Some(timer) => {
-                ready!(timer.poll(cx));
-                Poll::Ready(None)
+        let this = self.project();
+        let (call, first) = match this.call {
+            Some(call) => (call, None),
+            None => {
+                // The first attempt starts when the call does: one clock read serves both.
+                let started = clock::now();
+                let call = this
+                    .call
+                    .insert(Call::start(this.policy, started, CallOptions::new()));
+                *this.span = call.span().clone();
+                let first = call.next(started);
+                (call, Some(first))
             }
-            None => Poll::Pending,
+        };
+        let _entered = this.span.enter();
+        let (classifier, attempt, running) = (*this.classifier, this.attempt, this.running);
+        if call.may_retry() {
+            // The whole call is a retrying context: a retrying call inside it is nested.
+            nesting::sync_scope(NestingSource::InProcess, || {
+                drive(call, classifier, attempt, running, first, cx)
+            })
+        } else {
+            drive(call, classifier, attempt, running, first, cx)
         }
+    }
+}
+
+/// Runs the call's steps until one has to wait.
+fn drive<C, F, Fut, T, E>(
+    call: &mut Call<E>,
+    classifier: &C,
+    make_attempt: &mut F,
+    running: Pin<&mut Running<Fut>>,
+    first: Option<Step<T, E>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<T, RetryError<E>>>
+where
+    C: Classify<Result<T, E>>,
+    F: FnMut(Attempt) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let RunningProj {
+        mut attempt,
+        mut timer,
+    } = running.project();
+    let mut step = first;
+    loop {
+        if let Some(next) = step.take() {
+            match next {
+                Step::Run(admitted) => {
+                    attempt.set(Some(make_attempt(admitted)));
+                    timer.as_mut().set(admitted.cut_at());
+                }
+                Step::Sleep(until) => timer.as_mut().set(Some(until)),
+                Step::Done(result) => return Poll::Ready(result),
+            }
+        }
+        if let Some(running) = attempt.as_mut().as_pin_mut() {
+            if let Poll::Ready(result) = running.poll(cx) {
+                attempt.set(None);
+                let verdict = classifier.classify(&result);
+                step = Some(call.attempted(result, verdict, clock::now()));
+                continue;
+            }
+            ready!(timer.as_mut().poll(cx));
+            attempt.set(None);
+            step = Some(call.timed_out(clock::now()));
+        } else {
+            ready!(timer.as_mut().poll(cx));
+            step = Some(call.next(clock::now()));
+        }
+    }
+}
+impl<C, F, Fut, T, E> std::fmt::Debug for Execute<'_, C, F, Fut, T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Execute")
+            .field("policy", &self.policy.name())
+            .field("call", &self.call)
+            .finish_non_exhaustive()
     }
 }

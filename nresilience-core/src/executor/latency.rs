@@ -28,6 +28,7 @@
 
 use std::{
     fmt,
+    sync::LazyLock,
     time::{Duration, Instant},
 };
 
@@ -58,7 +59,8 @@ const DEFAULT_MINIMUM_SAMPLES: u32 = 20;
 /// # Cost
 ///
 /// All memory is allocated by [`new`](Self::new): ten slices of 256 `u32` counters plus two
-/// `u64`s, 10 × 1,040 = 10,400 bytes (about 10 KiB) on the heap, however much is recorded.
+/// `u64`s, 10 × 1,040 = 10,400 bytes (about 10 KiB) on the heap, however much is recorded;
+/// every window shares one table of the buckets' edges (3 KiB).
 /// [`record`](Self::record) is constant time (at worst it clears the 1 KiB slice it reuses);
 /// [`quantile`](Self::quantile) reads the 2,560 counters. Neither reads the clock: time is
 /// always passed in, and a `now` earlier than the latest one seen is taken as the latest one
@@ -70,6 +72,10 @@ pub struct LatencyWindow {
     slice_nanos: u64,
     origin: Instant,
     latest: Instant,
+    /// The slice `latest` falls in, and when that slice ends: a record inside it needs no
+    /// division.
+    current: u64,
+    current_ends: Instant,
     minimum_samples: u32,
 }
 
@@ -99,16 +105,19 @@ impl LatencyWindow {
     /// Answers need at least 20 samples in the window; see
     /// [`with_minimum_samples`](Self::with_minimum_samples).
     pub fn new(window: Duration, now: Instant) -> Self {
+        // A zero slice would divide by zero; one nanosecond makes a zero window forget
+        // everything at once instead.
+        let slice_nanos = u64::try_from(window.as_nanos() / SLICES as u128)
+            .unwrap_or(u64::MAX)
+            .max(1);
         Self {
             slices: vec![Slice::EMPTY; SLICES].into_boxed_slice(),
             window,
-            // A zero slice would divide by zero; one nanosecond makes a zero window forget
-            // everything at once instead.
-            slice_nanos: u64::try_from(window.as_nanos() / SLICES as u128)
-                .unwrap_or(u64::MAX)
-                .max(1),
+            slice_nanos,
             origin: now,
             latest: now,
+            current: 0,
+            current_ends: period_end(now, slice_nanos, 0),
             minimum_samples: DEFAULT_MINIMUM_SAMPLES,
         }
     }
@@ -133,8 +142,14 @@ impl LatencyWindow {
 
     /// Counts one `latency` observed at `now`.
     pub fn record(&mut self, latency: Duration, now: Instant) {
-        self.latest = self.latest.max(now);
-        let epoch = self.epoch(self.latest);
+        if now > self.latest {
+            self.latest = now;
+            if now >= self.current_ends {
+                self.current = self.epoch(now);
+                self.current_ends = period_end(self.origin, self.slice_nanos, self.current);
+            }
+        }
+        let epoch = self.current;
         let slice = &mut self.slices[slot(epoch)];
         if slice.epoch != epoch {
             slice.epoch = epoch;
@@ -204,8 +219,77 @@ fn slot(epoch: u64) -> usize {
     (epoch % SLICES as u64) as usize
 }
 
+/// The bucket of `latency`: `floor(8 × log2(nanos / 1,000))`, within `[0, 255]`.
+///
+/// A `log2` per sample cost more than the rest of the record, so the bucket is looked up:
+/// the sample's doubling and its next four bits name one of sixteen slices of that doubling,
+/// each narrower than a bucket, so at most one bucket edge falls inside it.
 fn bucket_of(latency: Duration) -> usize {
-    let nanos = latency.as_nanos() as f64;
+    let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+    let first = EDGES.first_of_slice[slice_of(nanos)];
+    let next_edge = EDGES.lower[usize::from(first)];
+    (usize::from(first) + usize::from(nanos >= next_edge)).min(BUCKETS - 1)
+}
+
+/// Sixteen slices per doubling of nanoseconds: at most one bucket edge (eight per doubling)
+/// falls inside each.
+const SLICES_PER_DOUBLING: usize = 16;
+
+/// Which sixteenth of which doubling `nanos` falls in.
+fn slice_of(nanos: u64) -> usize {
+    let doubling = (nanos | 1).ilog2();
+    let sixteenth = if doubling >= 4 {
+        (nanos >> (doubling - 4)) & 0xF
+    } else {
+        // Below 16 ns every value has a slice of its own, all in bucket 0.
+        nanos & 0xF
+    };
+    doubling as usize * SLICES_PER_DOUBLING + sixteenth as usize
+}
+
+/// The buckets' lower edges in whole nanoseconds, and the bucket of each slice's first value.
+struct Edges {
+    /// The lower edge of bucket `b + 1` at index `b`; `u64::MAX` past the last bucket.
+    lower: [u64; BUCKETS],
+    first_of_slice: [u8; 64 * SLICES_PER_DOUBLING],
+}
+
+static EDGES: LazyLock<Edges> = LazyLock::new(|| {
+    let mut lower = [u64::MAX; BUCKETS];
+    for (i, edge) in lower.iter_mut().take(BUCKETS - 1).enumerate() {
+        let bucket = i + 1;
+        let exact = SMALLEST_NANOS * (bucket as f64 / BUCKETS_PER_DOUBLING).exp2();
+        // Float rounding may put the exact edge a nanosecond either side of the one the
+        // definition gives: settle it by the definition itself.
+        let mut nanos = exact.ceil() as u64;
+        while nanos > 0 && bucket_by_log2(nanos - 1) >= bucket {
+            nanos -= 1;
+        }
+        while bucket_by_log2(nanos) < bucket {
+            nanos += 1;
+        }
+        *edge = nanos;
+    }
+    let mut first_of_slice = [0; 64 * SLICES_PER_DOUBLING];
+    for (slice, first) in first_of_slice.iter_mut().enumerate() {
+        let (doubling, sixteenth) = (slice / SLICES_PER_DOUBLING, slice % SLICES_PER_DOUBLING);
+        let start = if doubling >= 4 {
+            (1u64 << doubling) | ((sixteenth as u64) << (doubling - 4))
+        } else {
+            sixteenth as u64
+        };
+        // Lossless: buckets are below 256.
+        *first = bucket_by_log2(start) as u8;
+    }
+    Edges {
+        lower,
+        first_of_slice,
+    }
+});
+
+/// The definition of a sample's bucket.
+fn bucket_by_log2(nanos: u64) -> usize {
+    let nanos = nanos as f64;
     if nanos < SMALLEST_NANOS {
         return 0;
     }
@@ -224,6 +308,12 @@ fn representative(bucket: usize) -> Duration {
 /// keeps the division on the hot path a 64-bit one.
 pub(crate) fn nanos_since(origin: Instant, now: Instant) -> u64 {
     u64::try_from(now.saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// When period `index` of `period_nanos` each, counted from `origin`, ends.
+pub(crate) fn period_end(origin: Instant, period_nanos: u64, index: u64) -> Instant {
+    let nanos = index.saturating_add(1).saturating_mul(period_nanos);
+    crate::clock::after(origin, Duration::from_nanos(nanos))
 }
 
 #[cfg(test)]
@@ -250,6 +340,29 @@ mod tests {
         samples.sort();
         let rank = ((q * samples.len() as f64).ceil() as usize).clamp(1, samples.len());
         samples[rank - 1]
+    }
+
+    proptest! {
+        #[test]
+        fn the_bucket_lookup_agrees_with_the_definition(
+            nanos in prop_oneof![0u64..10_000_000_000_000, any::<u64>()]
+        ) {
+            prop_assert_eq!(bucket_of(Duration::from_nanos(nanos)), bucket_by_log2(nanos));
+        }
+    }
+
+    #[test]
+    fn the_bucket_lookup_agrees_with_the_definition_at_every_edge() {
+        for &edge in &EDGES.lower[..BUCKETS - 1] {
+            for nanos in edge.saturating_sub(2)..=edge.saturating_add(2) {
+                assert_eq!(
+                    bucket_of(Duration::from_nanos(nanos)),
+                    bucket_by_log2(nanos)
+                );
+            }
+        }
+        assert_eq!(bucket_of(Duration::MAX), BUCKETS - 1);
+        assert_eq!(bucket_of(Duration::ZERO), 0);
     }
 
     #[test]
@@ -451,7 +564,7 @@ mod tests {
     fn memory_is_about_ten_kibibytes_whatever_the_traffic() {
         assert_eq!(std::mem::size_of::<Slice>(), 1_040);
         assert_eq!(SLICES * std::mem::size_of::<Slice>(), 10_400);
-        assert!(std::mem::size_of::<LatencyWindow>() <= 96);
+        assert!(std::mem::size_of::<LatencyWindow>() <= 128);
         let window = LatencyWindow::new(WINDOW, Instant::now());
         assert_eq!(window.slices.len(), SLICES);
     }

@@ -10,7 +10,8 @@
 pub mod call;
 pub(crate) mod ceiling;
 pub(crate) mod error;
-mod execute;
+pub(crate) mod execute;
 pub mod latency;
 pub(crate) mod policy;
+mod timer;
 pub(crate) mod verdict;

@@ -2,7 +2,7 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::MeasuredBase;
 use crate::executor::ceiling::AttemptCeiling;
-use crate::executor::latency::{nanos_since, LatencyWindow};
+use crate::executor::latency::{nanos_since, period_end, LatencyWindow};
 
 /// The most a ceiling that learns from its cuts grows in one refresh (E7).
 const MAX_GROWTH: u32 = 3;
@@ -31,7 +31,9 @@ pub(crate) struct Estimates {
     measured: Option<MeasuredBase>,
     refresh_nanos: u64,
     windows: Option<Windows>,
-    fitted_epoch: Option<u64>,
+    /// When the kept fit is due to be refitted: the end of the refresh interval it was
+    /// fitted in.
+    refit_at: Option<Instant>,
     fitted: Estimate,
     /// Whether the ceiling learned from a cut attempt since the last fit (E7).
     cut_since_fit: bool,
@@ -75,7 +77,7 @@ impl Estimates {
             measured,
             refresh_nanos: u64::try_from(refresh.as_nanos()).unwrap_or(u64::MAX).max(1),
             windows: None,
-            fitted_epoch: None,
+            refit_at: None,
             fitted: Estimate::default(),
             cut_since_fit: false,
         })
@@ -83,17 +85,17 @@ impl Estimates {
 
     #[inline]
     fn windows(&mut self, now: Instant) -> &mut Windows {
-        let (ceiling, measured) = (self.ceiling, self.measured);
+        let (ceiling, measured) = (&self.ceiling, &self.measured);
         self.windows
-            .get_or_insert_with(|| Windows::new(ceiling, measured, now))
+            .get_or_insert_with(|| Windows::new(*ceiling, *measured, now))
     }
 
     pub(crate) fn record(&mut self, duration: Duration, now: Instant) {
         let windows = self.windows(now);
-        for window in [&mut windows.ceiling, &mut windows.measured]
-            .into_iter()
-            .flatten()
-        {
+        if let Some(window) = &mut windows.ceiling {
+            window.record(duration, now);
+        }
+        if let Some(window) = &mut windows.measured {
             window.record(duration, now);
         }
     }
@@ -112,14 +114,14 @@ impl Estimates {
     }
 
     pub(crate) fn estimate(&mut self, now: Instant) -> Estimate {
-        let origin = self.windows(now).origin;
-        let epoch = nanos_since(origin, now) / self.refresh_nanos;
         // A fit short of samples is not kept for the interval: the first fit with enough
         // is, so a slowdown early in an interval meets a ceiling fitted to the latency
         // before it (E5).
-        let stale = self.fitted_epoch != Some(epoch);
+        let stale = self.refit_at.is_none_or(|at| now >= at);
         if stale || (self.short_of_samples() && self.enough_samples(now)) {
-            self.fitted_epoch = Some(epoch);
+            let origin = self.windows(now).origin;
+            let epoch = nanos_since(origin, now) / self.refresh_nanos;
+            self.refit_at = Some(period_end(origin, self.refresh_nanos, epoch));
             self.fitted = self.fit(now);
             self.cut_since_fit = false;
         }
