@@ -106,6 +106,11 @@ impl Said<'_> {
     /// from now, how deep in the chain the request is, and how many attempts could reach it.
     /// A value that does not parse, or a header sent twice, is no word at all.
     pub(crate) fn inbound(&self) -> Option<Inbound> {
+        let slots = [self.deadline, self.depth, self.attempts, self.criticality];
+        if slots.iter().all(|slot| matches!(slot, Slot::Absent)) {
+            // A marked request from a client that sends no chain headers.
+            return None;
+        }
         let left = self.deadline.parse(DEADLINE_HEADER, deadline_ms);
         let depth = self.depth.parse(DEPTH_HEADER, chain::depth);
         let attempts = self.attempts.parse(ATTEMPTS_HEADER, chain::attempts);

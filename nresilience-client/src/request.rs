@@ -3,6 +3,7 @@
 //! and the deadline they write on each attempt.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -66,7 +67,7 @@ pub(crate) fn stamp_deadline(headers: &mut HeaderMap, timeout: Option<Duration>)
         return;
     };
     let millis = deadline_value(timeout);
-    headers.insert(DEADLINE, HeaderValue::from(millis));
+    headers.insert(DEADLINE, millis_value(millis));
     if is_grpc(headers) {
         let set = headers
             .get(GRPC_TIMEOUT)
@@ -80,6 +81,26 @@ pub(crate) fn stamp_deadline(headers: &mut HeaderMap, timeout: Option<Duration>)
             headers.insert(GRPC_TIMEOUT, value);
         }
     }
+}
+
+/// `millis` as a header value. Consecutive attempts often carry the same number (the attempt
+/// timeout or the ceiling, when it is shorter than the deadline left), so the last value made
+/// on this thread is reused instead of allocating a new one for each.
+fn millis_value(millis: u64) -> HeaderValue {
+    thread_local! {
+        static LAST: RefCell<Option<(u64, HeaderValue)>> = const { RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some((cached, value)) if *cached == millis => value.clone(),
+            _ => {
+                let value = HeaderValue::from(millis);
+                *last = Some((millis, value.clone()));
+                value
+            }
+        }
+    })
 }
 
 /// `n` as a header value, without allocating for the depths and attempt counts real chains
@@ -205,6 +226,13 @@ mod tests {
             HeaderValue::from_static("application/grpc"),
         );
         headers
+    }
+
+    #[test]
+    fn c2_a_reused_deadline_value_is_the_number_asked_for() {
+        for millis in [40, 40, 7, 40, 0, u64::MAX, u64::MAX, 1] {
+            assert_eq!(millis_value(millis), HeaderValue::from(millis), "{millis}");
+        }
     }
 
     #[test]

@@ -503,6 +503,7 @@ impl<E> Call<E> {
     }
 
     /// Closes the running attempt: its duration, metrics and breaker outcome.
+    #[inline]
     fn end_attempt(&mut self, verdict: Verdict, now: Instant) -> Duration {
         assert_eq!(self.phase, Phase::Attempting, "no attempt is running");
         self.phase = Phase::Ready;
@@ -532,6 +533,7 @@ impl<E> Call<E> {
 
     /// What follows an attempt with `verdict`, in the order of SPEC E6. The caller's
     /// cancellation, second in that order, is the driver dropping the call.
+    #[inline]
     fn decide(&mut self, verdict: Verdict, duration: Duration, now: Instant) -> Decision {
         if verdict == Verdict::Success {
             if let Some(bucket) = &self.bucket {
@@ -540,6 +542,11 @@ impl<E> Call<E> {
             self.policy.record_success(duration, now);
             return Decision::Stop(StopReason::Succeeded);
         }
+        self.decide_after_failure(verdict, now)
+    }
+
+    /// What follows an attempt that did not succeed.
+    fn decide_after_failure(&mut self, verdict: Verdict, now: Instant) -> Decision {
         match verdict {
             Verdict::Overloaded { retry_after } => {
                 // The request being served passes the dependency's hint on (C7).
@@ -678,6 +685,7 @@ impl<E> Call<E> {
     }
 
     /// Ends the call at `now`; `elapsed` is its duration when already known.
+    #[inline]
     fn finish(&mut self, reason: StopReason, now: Instant, elapsed: Option<Duration>) {
         // A retry that will never go out does not keep its token (B13).
         self.return_token();
@@ -698,6 +706,7 @@ impl<E> Call<E> {
     }
 
     /// Records the call's end: `None` when its caller dropped it unfinished.
+    #[inline]
     fn record_end(&self, reason: Option<StopReason>, elapsed: Duration, now: Instant) {
         let instruments = self.policy.instruments();
         instruments.call(reason, elapsed.as_secs_f64());
@@ -782,6 +791,7 @@ enum Decision {
 
 /// The call's deadline: its policy's, or the caller's when the request being served says the
 /// caller gives up sooner and the policy inherits it.
+#[inline]
 fn deadline(policy: &RetryPolicy, now: Instant, inbound: &Inbound) -> Option<Instant> {
     let own = policy.deadline().map(|d| clock::after(now, d));
     let inbound = inbound.deadline.filter(|_| policy.inherits_deadline());
