@@ -13,8 +13,9 @@
 //!
 //! On a shared 2-core machine wall times move by ±10 % from run to run, more than the
 //! differences measured here, so every row can also be counted in instructions, which other
-//! work on the machine does not move (the loopback rows then count the server's
-//! instructions too, the same in every row; kernel time is not counted):
+//! work on the machine does not move. Only the client's thread is counted (callgrind's
+//! toggle is per thread): on the loopback rows the server's work for the extra headers a
+//! retrying client sends is not in the figures, nor is kernel time:
 //!
 //! ```text
 //! cargo bench -p nresilience-client --features reqwest --bench client --no-run
@@ -212,8 +213,8 @@ fn overhead(c: &mut Criterion) {
 enum Rows<'a> {
     Timed(BenchmarkGroup<'a, WallTime>),
     /// `NRESILIENCE_COUNT=<row>`: run that row's call 1,000 times inside [`counted`], for
-    /// valgrind to count the instructions of (see the module docs). On the loopback rows
-    /// the server's instructions are counted too: the same for every row.
+    /// valgrind to count the instructions of (see the module docs). Only the client's
+    /// thread is counted, never the server's.
     Counted(String),
 }
 
