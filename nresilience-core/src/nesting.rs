@@ -8,7 +8,7 @@
 //!
 //! Scopes nest: leaving an inner scope restores the outer value rather than clearing it.
 //! Task-locals do not cross `tokio::spawn`; read [`current`] before spawning and wrap the
-//! spawned future in [`scope`] to carry the context over.
+//! spawned future in [`scope()`] to carry the context over.
 //!
 //! # Example
 //!
