@@ -1,5 +1,6 @@
-//! The success path of one call: the closure alone, under nresilience's default policy, and
-//! under backon's default `retry`, in the same run.
+//! The success path of one call: the closure alone, under nresilience's default policy (with
+//! the no-op meter provider, and recording into the OpenTelemetry SDK's), and under backon's
+//! default `retry`, in the same run.
 //!
 //! Run: `cargo bench -p nresilience-core --bench execute`.
 //!
@@ -20,10 +21,13 @@
 
 use std::future::Future;
 use std::hint::black_box;
+use std::sync::OnceLock;
+use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 use criterion::{criterion_group, Criterion};
 use nresilience_core::RetryPolicy;
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use tokio::runtime::Runtime;
 
 async fn work() -> Result<u64, std::io::Error> {
@@ -51,6 +55,25 @@ fn policies() -> (RetryPolicy, RetryPolicy) {
     (policy, bare)
 }
 
+/// The default policy recording into a real meter provider (the OpenTelemetry SDK's, with a
+/// reader that exports once an hour), installed as the global one the first time this is
+/// asked for: a policy takes its instruments when it is built, and rows built before keep
+/// the no-op ones.
+fn recording_policy() -> &'static RetryPolicy {
+    static POLICY: OnceLock<RetryPolicy> = OnceLock::new();
+    POLICY.get_or_init(|| {
+        let reader = PeriodicReader::builder(InMemoryMetricExporter::default())
+            .with_interval(Duration::from_secs(3600))
+            .build();
+        let provider = SdkMeterProvider::builder().with_reader(reader).build();
+        opentelemetry::global::set_meter_provider(provider);
+        RetryPolicy::builder()
+            .name("bench-recording")
+            .build()
+            .expect("valid policy")
+    })
+}
+
 /// Each row, boxed alike for counting: a name and one call of it.
 fn rows(runtime: &Runtime, row: &mut Row<'_>) {
     let (policy, bare) = policies();
@@ -64,6 +87,10 @@ fn rows(runtime: &Runtime, row: &mut Row<'_>) {
     row(runtime, "nresilience_bare", &|| {
         let bare = bare.clone();
         Box::pin(async move { drop(bare.execute(|_| work()).await) })
+    });
+    row(runtime, "nresilience_recording", &|| {
+        let policy = recording_policy().clone();
+        Box::pin(async move { drop(policy.execute(|_| work()).await) })
     });
     row(runtime, "backon", &|| {
         Box::pin(async { drop(work.retry(ExponentialBuilder::default()).await) })
@@ -85,6 +112,10 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("nresilience_bare", |b| {
         b.to_async(&runtime).iter(|| bare.execute(|_| work()))
+    });
+    group.bench_function("nresilience_recording", |b| {
+        let policy = recording_policy();
+        b.to_async(&runtime).iter(|| policy.execute(|_| work()))
     });
     group.bench_function("backon", |b| {
         b.to_async(&runtime)

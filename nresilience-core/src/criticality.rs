@@ -15,6 +15,13 @@ pub enum Criticality {
 }
 
 impl Criticality {
+    /// Every criticality, in declaration order (`ALL[c as usize] == c`).
+    pub const ALL: [Criticality; 3] = [
+        Criticality::Critical,
+        Criticality::Normal,
+        Criticality::Sheddable,
+    ];
+
     /// The value of `x-nresilience-criticality`: `critical`, `normal` or `sheddable`.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -34,13 +41,9 @@ impl Criticality {
     /// assert_eq!(Criticality::from_header(b"Sheddable"), None);
     /// ```
     pub fn from_header(value: &[u8]) -> Option<Self> {
-        [
-            Criticality::Critical,
-            Criticality::Normal,
-            Criticality::Sheddable,
-        ]
-        .into_iter()
-        .find(|criticality| criticality.as_str().as_bytes() == value)
+        Self::ALL
+            .into_iter()
+            .find(|criticality| criticality.as_str().as_bytes() == value)
     }
 }
 
@@ -49,12 +52,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn all_is_in_declaration_order() {
+        for (i, criticality) in Criticality::ALL.into_iter().enumerate() {
+            assert_eq!(criticality as usize, i);
+        }
+    }
+
+    #[test]
     fn c3_every_criticality_reads_back_and_nothing_else_does() {
-        for criticality in [
-            Criticality::Critical,
-            Criticality::Normal,
-            Criticality::Sheddable,
-        ] {
+        for criticality in Criticality::ALL {
             assert_eq!(
                 Criticality::from_header(criticality.as_str().as_bytes()),
                 Some(criticality)

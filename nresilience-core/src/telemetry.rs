@@ -7,6 +7,7 @@
 use opentelemetry::metrics::{Counter, Gauge, Histogram};
 use opentelemetry::{global, KeyValue, StringValue};
 
+use crate::criticality::Criticality;
 use crate::executor::error::StopReason;
 use crate::executor::verdict::Verdict;
 
@@ -36,6 +37,21 @@ pub const OUTCOME: &str = "nresilience.outcome";
 pub const REASON: &str = "nresilience.reason";
 /// Tag: where a nested retry's context came from (`header`, `in_process`).
 pub const SOURCE: &str = "nresilience.source";
+/// Tag: how much the caller waits on a call (`critical`, `normal`, `sheddable`; C3), on
+/// calls and refusals.
+pub const CRITICALITY: &str = "nresilience.criticality";
+/// Tag: a nested retry's depth in the chain (C4).
+pub const DEPTH: &str = "nresilience.nesting.depth";
+/// Tag: the attempts that could reach the dependency through a nested retry and the calls
+/// above it (C4).
+pub const POTENTIAL_ATTEMPTS: &str = "nresilience.potential_attempts";
+
+/// The duration histograms' bucket boundaries in seconds, as OpenTelemetry's HTTP
+/// conventions advise for request durations: the SDK's default boundaries (0 to 10,000) are
+/// for milliseconds and would put every call in the first bucket.
+const SECONDS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
 
 /// The verdict tag of a successful attempt.
 const OK: &str = Verdict::Success.as_str();
@@ -55,10 +71,11 @@ pub(crate) struct Instruments {
     pub(crate) attempt_duration: Histogram<f64>,
     pub(crate) nested_retries: Counter<u64>,
     pub(crate) utilization: Gauge<f64>,
-    /// The tags of a successful attempt and call, made once: building and dropping them on
-    /// every call would cost more than the recordings they go to when no provider listens.
+    /// The tags of a successful attempt and call (one per criticality), made once: building
+    /// and dropping them on every call would cost more than the recordings they go to when no
+    /// provider listens.
     ok_attempt: [KeyValue; 2],
-    succeeded_call: [KeyValue; 2],
+    succeeded_call: [[KeyValue; 3]; 3],
 }
 
 impl Instruments {
@@ -70,7 +87,14 @@ impl Instruments {
                 KeyValue::new(key, value),
             ]
         };
-        let (ok_attempt, succeeded_call) = (tag(VERDICT, OK), tag(OUTCOME, SUCCEEDED));
+        let ok_attempt = tag(VERDICT, OK);
+        let succeeded_call = Criticality::ALL.map(|criticality| {
+            [
+                KeyValue::new(POLICY, policy.clone()),
+                KeyValue::new(OUTCOME, SUCCEEDED),
+                KeyValue::new(CRITICALITY, criticality.as_str()),
+            ]
+        });
         Self {
             ok_attempt,
             succeeded_call,
@@ -91,11 +115,13 @@ impl Instruments {
                 .f64_histogram(CALL_DURATION)
                 .with_unit("s")
                 .with_description("duration of whole calls, retries and delays included")
+                .with_boundaries(SECONDS.to_vec())
                 .build(),
             attempt_duration: meter
                 .f64_histogram(ATTEMPT_DURATION)
                 .with_unit("s")
                 .with_description("duration of single attempts")
+                .with_boundaries(SECONDS.to_vec())
                 .build(),
             nested_retries: meter
                 .u64_counter(NESTED_RETRIES)
@@ -124,24 +150,45 @@ impl Instruments {
     }
 
     /// A call's end: `None` when its caller dropped it unfinished.
-    pub(crate) fn call(&self, outcome: Option<StopReason>, seconds: f64) {
+    pub(crate) fn call(&self, outcome: Option<StopReason>, criticality: Criticality, seconds: f64) {
         let (count, time) = (&self.calls, &self.call_duration);
-        let tag = |outcome: &'static str| self.tag(OUTCOME, outcome);
+        let tags = |outcome: &'static str| {
+            [
+                KeyValue::new(POLICY, self.policy.clone()),
+                KeyValue::new(OUTCOME, outcome),
+                KeyValue::new(CRITICALITY, criticality.as_str()),
+            ]
+        };
         match outcome {
             Some(StopReason::Succeeded) => {
-                count_and_time(count, time, &self.succeeded_call, seconds)
+                let tags = &self.succeeded_call[criticality as usize];
+                count_and_time(count, time, tags, seconds)
             }
-            Some(reason) => count_and_time(count, time, &tag(reason.as_str()), seconds),
-            None => count_and_time(count, time, &tag(CANCELLED), seconds),
+            Some(reason) => count_and_time(count, time, &tags(reason.as_str()), seconds),
+            None => count_and_time(count, time, &tags(CANCELLED), seconds),
         }
     }
 
-    pub(crate) fn rejection(&self, reason: &'static str) {
-        self.rejections.add(1, &self.tag(REASON, reason));
+    pub(crate) fn rejection(&self, reason: &'static str, criticality: Criticality) {
+        let tags = [
+            KeyValue::new(POLICY, self.policy.clone()),
+            KeyValue::new(REASON, reason),
+            KeyValue::new(CRITICALITY, criticality.as_str()),
+        ];
+        self.rejections.add(1, &tags);
     }
 
-    pub(crate) fn nested(&self, source: &'static str) {
-        self.nested_retries.add(1, &self.tag(SOURCE, source));
+    /// A nested retry (N5), where its context came from, and how far the amplification
+    /// reaches (C4).
+    pub(crate) fn nested(&self, source: &'static str, depth: u32, potential_attempts: u32) {
+        let tags = [
+            KeyValue::new(POLICY, self.policy.clone()),
+            KeyValue::new(SOURCE, source),
+            // i64: unsigned values reach OpenTelemetry as strings.
+            KeyValue::new(DEPTH, i64::from(depth)),
+            KeyValue::new(POTENTIAL_ATTEMPTS, i64::from(potential_attempts)),
+        ];
+        self.nested_retries.add(1, &tags);
     }
 
     pub(crate) fn utilization(&self, utilization: f64) {

@@ -73,7 +73,7 @@ fn get(points: &Points, name: &str, tags: &[(&str, &str)]) -> f64 {
 }
 
 #[tokio::test(start_paused = true)]
-async fn b12_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
+async fn b12_c3_c4_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
     let exporter = InMemoryMetricExporter::default();
     let provider = SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(exporter.clone()).build())
@@ -121,15 +121,21 @@ async fn b12_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
 
     let points = collect(&provider, &exporter);
     let p = ("nresilience.policy", "orders");
+    // C3: calls and refusals carry the call's criticality.
+    let c = ("nresilience.criticality", "normal");
     assert_eq!(
-        get(&points, CALLS, &[p, ("nresilience.outcome", "succeeded")]),
+        get(
+            &points,
+            CALLS,
+            &[p, ("nresilience.outcome", "succeeded"), c]
+        ),
         2.0
     );
     assert_eq!(
         get(
             &points,
             CALLS,
-            &[p, ("nresilience.outcome", "attempts_exhausted")]
+            &[p, ("nresilience.outcome", "attempts_exhausted"), c]
         ),
         1.0
     );
@@ -137,7 +143,7 @@ async fn b12_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
         get(
             &points,
             CALLS,
-            &[p, ("nresilience.outcome", "budget_exhausted")]
+            &[p, ("nresilience.outcome", "budget_exhausted"), c]
         ),
         1.0
     );
@@ -157,7 +163,7 @@ async fn b12_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
         get(
             &points,
             REJECTIONS,
-            &[p, ("nresilience.reason", "budget_exhausted")]
+            &[p, ("nresilience.reason", "budget_exhausted"), c]
         ),
         1.0
     );
@@ -165,7 +171,13 @@ async fn b12_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
         get(
             &points,
             NESTED_RETRIES,
-            &[p, ("nresilience.source", "header")]
+            &[
+                p,
+                ("nresilience.source", "header"),
+                // C4: how deep and how far the amplification reaches, as on the span.
+                ("nresilience.nesting.depth", "1"),
+                ("nresilience.potential_attempts", "3"),
+            ]
         ),
         1.0
     );
@@ -173,7 +185,7 @@ async fn b12_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
         get(
             &points,
             CALL_DURATION,
-            &[p, ("nresilience.outcome", "succeeded")]
+            &[p, ("nresilience.outcome", "succeeded"), c]
         ),
         2.0
     );
@@ -191,12 +203,37 @@ async fn b12_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
             CALLS,
             &[
                 ("nresilience.policy", "patient"),
-                ("nresilience.outcome", "cancelled")
+                ("nresilience.outcome", "cancelled"),
+                c
             ]
         ),
         1.0
     );
-    // Recorded when a call retried or was refused, not on the success path: the last
-    // recording is the refusal's, an empty bucket.
-    assert_eq!(get(&points, BUDGET_UTILIZATION, &[p]), 1.0);
+    // Recorded when a call retried or was refused, or its success refilled a bucket short
+    // of full, never on the success path into a full bucket: the last recording is the
+    // nested call's, whose success put a tenth of a token into the bucket the refusal
+    // found empty (1 - 0.1 / 2).
+    assert!((get(&points, BUDGET_UTILIZATION, &[p]) - 0.95).abs() < 1e-9);
+    // Durations in seconds get buckets for seconds, not the SDK's default (0 to 10,000).
+    for name in [CALL_DURATION, ATTEMPT_DURATION] {
+        let bounds = bounds(&exporter, name);
+        assert_eq!(bounds.first(), Some(&0.005), "{name}: {bounds:?}");
+        assert_eq!(bounds.last(), Some(&10.0), "{name}: {bounds:?}");
+    }
+}
+
+/// The bucket boundaries of the histogram `name`'s first data point.
+fn bounds(exporter: &InMemoryMetricExporter, name: &str) -> Vec<f64> {
+    for resource in exporter.get_finished_metrics().unwrap() {
+        for scope in resource.scope_metrics() {
+            for metric in scope.metrics().filter(|metric| metric.name() == name) {
+                if let AggregatedMetrics::F64(MetricData::Histogram(h)) = metric.data() {
+                    if let Some(point) = h.data_points().next() {
+                        return point.bounds().collect();
+                    }
+                }
+            }
+        }
+    }
+    panic!("no histogram {name}")
 }

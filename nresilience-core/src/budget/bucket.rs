@@ -93,13 +93,14 @@ impl TokenBucket {
         }
     }
 
-    /// Adds `fraction` tokens for a successful attempt, up to the capacity.
-    pub fn deposit(&self, now: Instant) {
+    /// Adds `fraction` tokens for a successful attempt, up to the capacity; `true` when the
+    /// bucket was short of full before, so that its level changed.
+    pub fn deposit(&self, now: Instant) -> bool {
         // A full bucket stays full, and nothing is lost by leaving the floor unaccrued: the
         // next withdrawal accrues the whole span, capped at the capacity the bucket already
         // holds, and only a withdrawal lowers the balance.
         if self.balance.load(Ordering::Acquire) >= self.capacity {
-            return;
+            return false;
         }
         let add = self.accrue(now) + self.deposit;
         let capacity = self.capacity;
@@ -108,6 +109,7 @@ impl TokenBucket {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |balance| {
                 Some(balance.saturating_add(add).min(capacity))
             });
+        true
     }
 
     /// Takes one token for a retry if the criticality allows it.

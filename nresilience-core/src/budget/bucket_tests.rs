@@ -48,6 +48,18 @@ fn b1_ten_deposits_of_a_tenth_fund_exactly_one_retry() {
 }
 
 #[test]
+fn b1_b12_a_deposit_says_whether_it_found_the_bucket_short_of_full() {
+    let now = Instant::now();
+    let bucket = bucket(BudgetOptions::default().minimum_per_second(0.0), now);
+    assert!(!bucket.deposit(now), "full: nothing changes");
+    assert!(bucket.try_withdraw(now, Criticality::Normal));
+    for _ in 0..10 {
+        assert!(bucket.deposit(now), "short of full: the level rises");
+    }
+    assert!(!bucket.deposit(now), "full again");
+}
+
+#[test]
 fn b1_thousand_deposits_fund_exactly_hundred_retries() {
     let now = Instant::now();
     let options = BudgetOptions::default()

@@ -235,6 +235,9 @@ pub struct Call<E> {
     /// Whether the running attempt is cut by the measured ceiling, not by the attempt
     /// timeout or the deadline: a cut that the ceiling learns from (E7).
     ceiling_binds: bool,
+    /// Whether this call's success refilled a bucket that was short of full: the budget's
+    /// gauge then follows the refill, not only the retries that drained it.
+    refilled: bool,
     phase: Phase,
     last: Option<LastAttempt<E>>,
     /// Rare, and kept out of line so the call a driver moves stays small.
@@ -305,6 +308,7 @@ impl<E> Call<E> {
             permit: None,
             token: false,
             ceiling_binds: false,
+            refilled: false,
             phase: Phase::Ready,
             last: None,
             nested,
@@ -537,7 +541,7 @@ impl<E> Call<E> {
     fn decide(&mut self, verdict: Verdict, duration: Duration, now: Instant) -> Decision {
         if verdict == Verdict::Success {
             if let Some(bucket) = &self.bucket {
-                bucket.deposit(now);
+                self.refilled = bucket.deposit(now);
             }
             self.policy.record_success(duration, now);
             return Decision::Stop(StopReason::Succeeded);
@@ -617,7 +621,9 @@ impl<E> Call<E> {
         self.phase = Phase::Refusing(reason);
         let pause = self.policy.rejection_pause();
         let pause = self.time_left(now).map_or(pause, |left| pause.min(left));
-        self.policy.instruments().rejection(reason.as_str());
+        self.policy
+            .instruments()
+            .rejection(reason.as_str(), self.criticality);
         let (attempt, pause_ms) = (i64::from(self.attempts), pause.as_millis() as u64);
         // The budget or breaker at work is not a fault: INFO, and the call's span carries
         // the outcome.
@@ -709,8 +715,8 @@ impl<E> Call<E> {
     #[inline]
     fn record_end(&self, reason: Option<StopReason>, elapsed: Duration, now: Instant) {
         let instruments = self.policy.instruments();
-        instruments.call(reason, elapsed.as_secs_f64());
-        if self.attempts > 1 || reason == Some(StopReason::BudgetExhausted) {
+        instruments.call(reason, self.criticality, elapsed.as_secs_f64());
+        if self.attempts > 1 || self.refilled || reason == Some(StopReason::BudgetExhausted) {
             if let Some(bucket) = &self.bucket {
                 instruments.utilization(bucket.utilization(now));
             }
@@ -734,7 +740,9 @@ impl<E> Call<E> {
             return;
         };
         let source = nested.source.as_str();
-        self.policy.instruments().nested(source);
+        self.policy
+            .instruments()
+            .nested(source, self.depth, potential_attempts);
         let span = tracing::info_span!(
             parent: &self.span,
             "NestedRetry",
