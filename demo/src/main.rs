@@ -86,8 +86,9 @@ async fn main() -> Result<()> {
             chain::run_all(&cli.chain, &current).await?;
         }
         Some(Command::Db(hop)) => {
+            let telemetry = telemetry::init(Hop::Db.name(), current)?;
             let app = chain::db_app(Arc::clone(&stats), hop.db);
-            serve_hop(Hop::Db, app, hop.listen, stats, current).await?;
+            serve_hop(Hop::Db, app, hop.listen, stats, &telemetry).await?;
         }
         Some(Command::Backend(hop)) => serve_retrying(Hop::Backend, hop, stats, current).await?,
         Some(Command::Frontend(hop)) => serve_retrying(Hop::Frontend, hop, stats, current).await?,
@@ -102,23 +103,25 @@ async fn serve_retrying(
     stats: Arc<Stats>,
     current: Arc<CurrentRun>,
 ) -> Result<()> {
+    // Before the client: its policy takes its instruments from the meter provider.
+    let telemetry = telemetry::init(hop.name(), current)?;
     let client = chain::hop_client(hop, args.retry, args.budget)?;
     let app = chain::hop_app(hop, Arc::clone(&stats), client, args.upstream);
-    serve_hop(hop, app, args.listen, stats, current).await
+    serve_hop(hop, app, args.listen, stats, &telemetry).await
 }
 
-/// Serves one hop until interrupted.
+/// Serves one hop, and its metrics at `/metrics`, until interrupted.
 async fn serve_hop(
     hop: Hop,
     app: axum::Router,
     listen: SocketAddr,
     stats: Arc<Stats>,
-    current: Arc<CurrentRun>,
+    telemetry: &telemetry::Telemetry,
 ) -> Result<()> {
-    let _telemetry = telemetry::init(hop.name(), current)?;
     // Listening for Ctrl-C before saying so: an interrupt right after the line below must
     // stop the hop cleanly, not kill it.
     let interrupted = interrupted()?;
+    let app = app.merge(telemetry.metrics_router());
     let addr = chain::serve(app, listen).await?;
     println!("{} listening on http://{addr}/", hop.name());
     let ticker = tokio::spawn(hop_progress(hop, Arc::clone(&stats)));

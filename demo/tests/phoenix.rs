@@ -263,6 +263,8 @@ async fn d2_one_trace_shows_the_nested_retry_at_the_backend() {
         ])
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &url)
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        // Phoenix takes traces, not metrics.
+        .env("OTEL_METRICS_EXPORTER", "none")
         .env("NRESILIENCE_DEMO_PROJECT", &project)
         .env_remove("OTEL_SERVICE_NAME")
         .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")

@@ -7,90 +7,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use nresilience_client::Client;
 use nresilience_core::RetryPolicy;
 
+#[path = "support/hop_process.rs"]
+mod hop_process;
 #[path = "support/summary_line.rs"]
 mod summary_line;
+use hop_process::Hop;
 use summary_line::count;
-
-/// A hop running as its own process, and its stdout.
-struct Hop {
-    name: &'static str,
-    child: Child,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Hop {
-    /// Starts `demo NAME` on a port of its own choosing, with db failing every request, and
-    /// waits for the URL it prints.
-    fn start(name: &'static str, upstream: Option<&str>) -> (Self, String) {
-        Self::start_on(name, "127.0.0.1:0", upstream)
-    }
-
-    /// Like [`start`](Self::start), listening on `listen`.
-    fn start_on(name: &'static str, listen: &str, upstream: Option<&str>) -> (Self, String) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_demo"));
-        command.args([name, "--listen", listen]);
-        match upstream {
-            Some(upstream) => command.args(["--upstream", upstream]),
-            None => command.args([
-                "--fault-start",
-                "0",
-                "--fault-length",
-                "3600",
-                "--fault-slowdown",
-                "1",
-                "--fault-error-rate",
-                "1.0",
-            ]),
-        };
-        let mut child = command
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("the demo binary runs");
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let url = line
-            .split_whitespace()
-            .find(|word| word.starts_with("http://"))
-            .unwrap_or_else(|| panic!("{name} printed {line:?}"))
-            .to_owned();
-        (
-            Self {
-                name,
-                child,
-                stdout,
-            },
-            url,
-        )
-    }
-
-    /// Interrupts the hop, checks it exits cleanly, and returns its summary line.
-    fn stop(mut self) -> String {
-        let interrupted = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(interrupted.success());
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "{} exited with {status}", self.name);
-        let prefix = format!("{}: ", self.name);
-        self.stdout
-            .lines()
-            .map(Result::unwrap)
-            .filter(|line| line.starts_with(&prefix))
-            .last()
-            .unwrap_or_else(|| panic!("{} printed no summary", self.name))
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn n5_across_processes_only_the_backend_reports_nested_retries() {
@@ -172,17 +99,9 @@ async fn c5_a_backend_pointed_at_itself_stops_at_the_loop_guard() {
 fn d4_a_hop_running_alone_prints_a_line_every_second_even_without_traffic() {
     let (db, _) = Hop::start("db", None);
     std::thread::sleep(Duration::from_millis(2_500));
-    let mut db = db;
-    let interrupted = Command::new("kill")
-        .args(["-INT", &db.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(interrupted.success());
-    assert!(db.child.wait().unwrap().success());
     let ticks = db
-        .stdout
-        .lines()
-        .map(Result::unwrap)
+        .stop_lines()
+        .iter()
         .filter(|line| line.starts_with("t=") && line.contains("0 requests this second"))
         .count();
     assert!(ticks >= 2, "{ticks} lines in 2.5 s");

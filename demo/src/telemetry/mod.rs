@@ -2,10 +2,12 @@
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set
 //! (SPEC D2), else a compact console view of warnings. Either way each hop continues its
 //! caller's W3C trace context and passes it on, and `NestedRetry` spans are counted per hop
-//! for the summary.
+//! for the summary. Metrics: see [`Metrics`].
 
+mod metrics;
 mod service_name;
 
+pub use metrics::{Metrics, METRICS_PATH};
 pub use service_name::{ServedBy, ServiceNameOnSpans};
 
 use std::sync::Arc;
@@ -26,10 +28,18 @@ use crate::chain::{CurrentRun, NestedCounter, Result};
 const QUIET: &str =
     "info,h2=off,hyper=off,hyper_util=off,tonic=off,tower=off,reqwest=off,opentelemetry=off";
 
-/// Flushes exported spans when dropped.
+/// Flushes exported spans and metrics when dropped.
 #[derive(Debug)]
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
+    metrics: Metrics,
+}
+
+impl Telemetry {
+    /// `GET /metrics` for a hop of this process.
+    pub fn metrics_router(&self) -> axum::Router {
+        self.metrics.router()
+    }
 }
 
 impl Drop for Telemetry {
@@ -40,9 +50,12 @@ impl Drop for Telemetry {
     }
 }
 
-/// Installs the process's subscriber; `service` names the process (`demo` for the whole
-/// chain in one process, or the hop) unless `OTEL_SERVICE_NAME` says otherwise.
+/// Installs the process's subscriber and meter provider; `service` names the process
+/// (`demo` for the whole chain in one process, or the hop) unless `OTEL_SERVICE_NAME` says
+/// otherwise. Call it before building any policy: a policy takes its instruments from the
+/// meter provider installed when it is built.
 pub fn init(service: &str, run: Arc<CurrentRun>) -> Result<Telemetry> {
+    let metrics = Metrics::install(service)?;
     global::set_text_map_propagator(TraceContextPropagator::new());
     let console = tracing_subscriber::fmt::layer()
         .compact()
@@ -65,6 +78,7 @@ pub fn init(service: &str, run: Arc<CurrentRun>) -> Result<Telemetry> {
         registry.with(otel).try_init()?;
         return Ok(Telemetry {
             provider: Some(provider),
+            metrics,
         });
     }
     let service = std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| service.to_owned());
@@ -85,33 +99,45 @@ pub fn init(service: &str, run: Arc<CurrentRun>) -> Result<Telemetry> {
     registry.with(otel).try_init()?;
     Ok(Telemetry {
         provider: Some(provider),
+        metrics,
     })
 }
 
-/// The OTLP exporter the standard `OTEL_EXPORTER_OTLP_*` variables describe: gRPC when
-/// the protocol (`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`) is
-/// `grpc`, else OTLP/HTTP (protobuf, or JSON when asked).
+/// The OTLP span exporter the standard `OTEL_EXPORTER_OTLP_*` variables describe.
 fn exporter() -> Result<opentelemetry_otlp::SpanExporter> {
-    use opentelemetry_otlp::{Protocol, WithExportConfig};
+    use opentelemetry_otlp::WithExportConfig;
 
     let builder = opentelemetry_otlp::SpanExporter::builder();
-    let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
-        .unwrap_or_default();
-    // Spelled out: with both HTTP encodings compiled in, the exporter's own fallback is JSON,
-    // while the OpenTelemetry default (and what Phoenix accepts) is protobuf.
-    let exporter = match protocol.trim().to_ascii_lowercase().as_str() {
-        "grpc" => builder.with_tonic().build()?,
-        "http/json" => builder
-            .with_http()
-            .with_protocol(Protocol::HttpJson)
-            .build()?,
-        _ => builder
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .build()?,
+    let exporter = match Wire::for_signal("TRACES") {
+        Wire::Grpc => builder.with_tonic().build()?,
+        Wire::Http(protocol) => builder.with_http().with_protocol(protocol).build()?,
     };
     Ok(exporter)
+}
+
+/// How an OTLP exporter sends.
+pub(crate) enum Wire {
+    Grpc,
+    Http(opentelemetry_otlp::Protocol),
+}
+
+impl Wire {
+    /// gRPC when the protocol (`OTEL_EXPORTER_OTLP_{SIGNAL}_PROTOCOL`, else
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL`) is `grpc`, else OTLP/HTTP: protobuf, or JSON when asked.
+    /// Spelled out: with both HTTP encodings compiled in, the exporter's own fallback is JSON,
+    /// while the OpenTelemetry default (and what Phoenix accepts) is protobuf.
+    pub(crate) fn for_signal(signal: &str) -> Self {
+        use opentelemetry_otlp::Protocol;
+
+        let protocol = std::env::var(format!("OTEL_EXPORTER_OTLP_{signal}_PROTOCOL"))
+            .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+            .unwrap_or_default();
+        match protocol.trim().to_ascii_lowercase().as_str() {
+            "grpc" => Wire::Grpc,
+            "http/json" => Wire::Http(Protocol::HttpJson),
+            _ => Wire::Http(Protocol::HttpBinary),
+        }
+    }
 }
 
 /// The tracing backend's project for this run (Phoenix reads it from the resource).
