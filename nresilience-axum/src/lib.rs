@@ -93,8 +93,8 @@
 //!
 //! # Cost
 //!
-//! A request with neither marker nor chain headers costs their lookups and a task-local
-//! scope that learns how its calls end: no allocation, no box, no event. A marked one adds
+//! A request with neither marker nor chain headers costs one pass over its header names and
+//! a scope that learns how its calls end: no allocation, no box, no event. A marked one adds
 //! the extension (one small map) and the nesting scope. axum's `Router::layer` boxes
 //! every route again, whatever the layer; where that matters, wrap the whole router instead
 //! (`BENCHMARKS.md` has the figures):

@@ -52,7 +52,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn all_is_in_declaration_order() {
+    fn c3_all_is_in_declaration_order() {
         for (i, criticality) in Criticality::ALL.into_iter().enumerate() {
             assert_eq!(criticality as usize, i);
         }

@@ -127,7 +127,7 @@ mod tests {
     use crate::nesting::{self, NestingSource};
 
     #[test]
-    fn a_panic_inside_restores_the_outer_value() {
+    fn n3_a_panic_inside_restores_the_outer_value() {
         let caught = std::panic::catch_unwind(|| {
             nesting::sync_scope(NestingSource::Header, || panic!("inside"))
         });
@@ -136,7 +136,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_value_is_carried_only_while_polled() {
+    async fn n3_the_value_is_carried_only_while_polled() {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let waiting = tokio::spawn(nesting::scope(NestingSource::InProcess, async move {
             let before = nesting::current();

@@ -344,7 +344,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn the_bucket_lookup_agrees_with_the_definition(
+        fn e5_the_bucket_lookup_agrees_with_the_definition(
             nanos in prop_oneof![0u64..10_000_000_000_000, any::<u64>()]
         ) {
             prop_assert_eq!(bucket_of(Duration::from_nanos(nanos)), bucket_by_log2(nanos));
@@ -352,7 +352,7 @@ mod tests {
     }
 
     #[test]
-    fn the_bucket_lookup_agrees_with_the_definition_at_every_edge() {
+    fn e5_the_bucket_lookup_agrees_with_the_definition_at_every_edge() {
         for &edge in &EDGES.lower[..BUCKETS - 1] {
             for nanos in edge.saturating_sub(2)..=edge.saturating_add(2) {
                 assert_eq!(
