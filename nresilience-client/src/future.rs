@@ -3,13 +3,13 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use std::time::Duration;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use http::{Extensions, HeaderMap, Method, Request, Response, Uri, Version};
 use http_body::Body;
 use http_body::Frame;
-use nresilience_core::call::{Call, Step, Timer};
+use nresilience_core::call::{Attempt, Call, Step, Timer};
 use nresilience_core::clock;
 use nresilience_core::nesting::{self, NestingSource};
 use nresilience_core::{Classify, RetryError};
@@ -73,8 +73,10 @@ pin_project! {
         Starting,
         // Waiting for the service to be ready for the admitted attempt.
         Ready,
-        // An attempt in flight, cut by the timer when it is armed.
+        // An attempt in flight, cut by the timer when it is armed; hedges may run beside it.
         Calling { #[pin] future: F },
+        // Only hedges in flight: the attempt they were started beside has ended.
+        Hedged,
         // A backoff, or the rejection pause before a refusal.
         Sleeping,
         Done,
@@ -97,10 +99,19 @@ pin_project! {
         classifier: C,
         source: Source,
         call: Call<TransportError>,
-        attempt: u32,
-        attempt_timeout: Option<Duration>,
+        admitted: Option<Attempt>,
         attempt_span: Span,
+        // Hedges in flight beside the attempt (HG1), and one waiting for the service.
+        hedges: Vec<Hedge<S::Future>>,
+        ready_hedge: Option<Attempt>,
     }
+}
+
+/// A hedged attempt in flight.
+struct Hedge<F> {
+    attempt: Attempt,
+    span: Span,
+    future: Pin<Box<F>>,
 }
 
 impl<S, C, B> ResponseFuture<S, C, B>
@@ -147,9 +158,10 @@ where
             classifier,
             source,
             call,
-            attempt: 0,
-            attempt_timeout: None,
+            admitted: None,
             attempt_span: Span::none(),
+            hedges: Vec::new(),
+            ready_hedge: None,
         }
     }
 }
@@ -309,17 +321,22 @@ where
             StateProj::Ready => {
                 // The first attempt's service was made ready by `Retry::poll_ready`; readiness
                 // is used once.
-                let ready = if *this.attempt > 1 {
-                    ready!(this.service.poll_ready(cx))
-                } else {
+                let first = this.admitted.is_some_and(|a| a.number() == 1);
+                let ready = if first {
                     Ok(())
+                } else {
+                    ready!(this.service.poll_ready(cx))
                 };
                 match ready {
                     Ok(()) => {
                         send(&mut this);
                         continue;
                     }
-                    Err(error) => finish_attempt(&mut this, Err(TransportError::new(error))),
+                    Err(error) => {
+                        this.state.set(State::Hedged);
+                        let attempt = admitted(this.admitted);
+                        finish_attempt(&mut this, attempt, Err(TransportError::new(error)))
+                    }
                 }
             }
             StateProj::Calling { future } => {
@@ -329,15 +346,14 @@ where
                 };
                 match polled {
                     Poll::Ready(result) => {
-                        finish_attempt(&mut this, result.map_err(TransportError::new))
+                        this.state.set(State::Hedged);
+                        let attempt = admitted(this.admitted);
+                        finish_attempt(&mut this, attempt, result.map_err(TransportError::new))
                     }
-                    Poll::Pending => {
-                        ready!(this.timer.as_mut().poll(cx));
-                        telemetry::record_timeout(this.attempt_span);
-                        this.call.timed_out(clock::now())
-                    }
+                    Poll::Pending => ready!(poll_hedges(&mut this, cx)),
                 }
             }
+            StateProj::Hedged => ready!(poll_hedges(&mut this, cx)),
             StateProj::Sleeping => {
                 ready!(this.timer.as_mut().poll(cx));
                 this.call.next(clock::now())
@@ -346,10 +362,19 @@ where
         };
         match step {
             Step::Run(attempt) => {
-                *this.attempt = attempt.number();
-                *this.attempt_timeout = attempt.timeout();
-                this.timer.as_mut().set(attempt.cut_at());
+                *this.admitted = Some(attempt);
+                let wake = wake_at(&this);
+                this.timer.as_mut().set(wake);
                 this.state.set(State::Ready);
+            }
+            Step::Hedge(attempt) => {
+                *this.ready_hedge = Some(attempt);
+                let wake = wake_at(&this);
+                this.timer.as_mut().set(wake);
+            }
+            Step::Wait => {
+                let wake = wake_at(&this);
+                this.timer.as_mut().set(wake);
             }
             Step::Sleep(until) => {
                 // A retried attempt's response was dropped unread: hyper closes its
@@ -358,33 +383,168 @@ where
                 this.state.set(State::Sleeping);
             }
             Step::Done(output) => {
+                // The attempts still in flight lost: dropped now.
                 this.state.set(State::Done);
+                this.hedges.clear();
+                *this.ready_hedge = None;
                 return Poll::Ready(output);
             }
         }
     }
 }
 
+fn admitted(attempt: &mut Option<Attempt>) -> Attempt {
+    match attempt.take() {
+        Some(attempt) => attempt,
+        None => unreachable!("an attempt in flight was admitted"),
+    }
+}
+
+/// While attempts are in flight: sends a hedge the service is ready for, polls the hedges,
+/// and on the timer cuts the attempt due or asks the call for a hedge. Pending when there is
+/// nothing to report.
+fn poll_hedges<S, C, B, ResB>(
+    this: &mut ResponseFutureProj<'_, S, C, B>,
+    cx: &mut Context<'_>,
+) -> Poll<Step<Response<ResB>, TransportError>>
+where
+    S: Service<Request<RetryBody>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    C: Classify<Result<Response<ResB>, TransportError>>,
+{
+    if let Some(hedge) = *this.ready_hedge {
+        match this.service.poll_ready(cx) {
+            Poll::Ready(Ok(())) => {
+                *this.ready_hedge = None;
+                let (span, request) = prepare(this, &hedge);
+                let future = {
+                    let _entered = span.enter();
+                    Box::pin(this.service.call(request))
+                };
+                this.hedges.push(Hedge {
+                    attempt: hedge,
+                    span,
+                    future,
+                });
+            }
+            Poll::Ready(Err(error)) => {
+                *this.ready_hedge = None;
+                let error = Err(TransportError::new(error));
+                return Poll::Ready(finish_attempt(this, hedge, error));
+            }
+            Poll::Pending => {}
+        }
+    }
+    let answered = this.hedges.iter_mut().enumerate().find_map(|(at, hedge)| {
+        let _entered = hedge.span.enter();
+        match hedge.future.as_mut().poll(cx) {
+            Poll::Ready(result) => Some((at, result)),
+            Poll::Pending => None,
+        }
+    });
+    if let Some((at, result)) = answered {
+        let hedge = this.hedges.swap_remove(at);
+        let result = result.map_err(TransportError::new);
+        *this.attempt_span = hedge.span;
+        return Poll::Ready(finish_attempt(this, hedge.attempt, result));
+    }
+    ready!(this.timer.as_mut().poll(cx));
+    let now = clock::now();
+    // The timer was set to the earliest of the cuts and the hedge: that one is due.
+    let (cut, hedge_at) = (earliest_cut(this), this.call.hedge_at());
+    Poll::Ready(match cut {
+        Some((at, cut)) if hedge_at.is_none_or(|h| cut <= h) => match at {
+            None => {
+                this.state.set(State::Hedged);
+                telemetry::record_timeout(this.attempt_span);
+                let attempt = admitted(this.admitted);
+                this.call.timed_out(attempt, now)
+            }
+            Some(at) => {
+                let hedge = this.hedges.swap_remove(at);
+                telemetry::record_timeout(&hedge.span);
+                this.call.timed_out(hedge.attempt, now)
+            }
+        },
+        _ => match hedge_at {
+            Some(hedge_at) => this.call.next(now.max(hedge_at)),
+            None => Step::Wait,
+        },
+    })
+}
+
+/// The attempt cut first, and when: `None` for the attempt the hedges run beside.
+fn earliest_cut<S, C, B>(this: &ResponseFutureProj<'_, S, C, B>) -> Option<(Option<usize>, Instant)>
+where
+    S: Service<Request<RetryBody>>,
+{
+    // Admitted until it ends.
+    let first = this.admitted.and_then(|a| a.cut_at());
+    let hedges = this
+        .hedges
+        .iter()
+        .enumerate()
+        .filter_map(|(at, hedge)| hedge.attempt.cut_at().map(|cut| (Some(at), cut)));
+    first
+        .map(|cut| (None, cut))
+        .into_iter()
+        .chain(hedges)
+        .min_by_key(|(_, cut)| *cut)
+}
+
+/// When the driver next has something to do while attempts run: the earliest cut, or the
+/// hedge.
+fn wake_at<S, C, B>(this: &ResponseFutureProj<'_, S, C, B>) -> Option<Instant>
+where
+    S: Service<Request<RetryBody>>,
+{
+    let cut = earliest_cut(this).map(|(_, cut)| cut);
+    let waiting = this.ready_hedge.and_then(|hedge| hedge.cut_at());
+    [cut, waiting, this.call.hedge_at()]
+        .into_iter()
+        .flatten()
+        .min()
+}
+
 /// Sends the admitted attempt: the first request as given, a retry rebuilt from the template.
-///
-/// What changes from attempt to attempt (the deadline, the trace context) is written into the
-/// template before it is copied, so the copy is made at its final size.
 fn send<S, C, B>(this: &mut ResponseFutureProj<'_, S, C, B>)
 where
     S: Service<Request<RetryBody>>,
 {
-    let timeout = *this.attempt_timeout;
-    let request = if let Source::Template(template) = this.source {
+    let Some(attempt) = *this.admitted else {
+        unreachable!("an attempt is sent once admitted")
+    };
+    let (span, request) = prepare(this, &attempt);
+    *this.attempt_span = span;
+    let future = {
+        let _entered = this.attempt_span.enter();
+        this.service.call(request)
+    };
+    this.state.set(State::Calling { future });
+}
+
+/// The request of `attempt` and its span.
+///
+/// What changes from attempt to attempt (the deadline, the trace context) is written into the
+/// template before it is copied, so the copy is made at its final size.
+fn prepare<S, C, B>(
+    this: &mut ResponseFutureProj<'_, S, C, B>,
+    attempt: &Attempt,
+) -> (Span, Request<RetryBody>)
+where
+    S: Service<Request<RetryBody>>,
+{
+    let timeout = attempt.timeout();
+    if let Source::Template(template) = this.source {
         let span = telemetry::attempt_span(
             this.call.span(),
             template.method.as_str(),
             &template.uri,
-            *this.attempt,
+            attempt,
         );
         stamp_deadline(&mut template.headers, timeout);
         telemetry::inject_context(&span, &mut template.headers);
-        *this.attempt_span = span;
-        template.request()
+        (span, template.request())
     } else {
         let Source::Once(request) = std::mem::replace(this.source, Source::Sent) else {
             unreachable!("a call without a template makes one attempt")
@@ -394,20 +554,14 @@ where
             this.call.span(),
             request.method().as_str(),
             request.uri(),
-            *this.attempt,
+            attempt,
         );
         let headers = request.headers_mut();
         stamp_call(headers, call_facts(this.call));
         stamp_deadline(headers, timeout);
         telemetry::inject_context(&span, headers);
-        *this.attempt_span = span;
-        request
-    };
-    let future = {
-        let _entered = this.attempt_span.enter();
-        this.service.call(request)
-    };
-    this.state.set(State::Calling { future });
+        (span, request)
+    }
 }
 
 /// What every attempt of the call says about the chain.
@@ -422,6 +576,7 @@ fn call_facts(call: &Call<TransportError>) -> CallFacts {
 /// Classifies a finished attempt and hands it to the call.
 fn finish_attempt<S, C, B, ResB>(
     this: &mut ResponseFutureProj<'_, S, C, B>,
+    attempt: Attempt,
     result: Result<Response<ResB>, TransportError>,
 ) -> Step<Response<ResB>, TransportError>
 where
@@ -431,7 +586,7 @@ where
     let verdict = this.classifier.classify(&result);
     let status = result.as_ref().ok().map(Response::status);
     telemetry::record_result(this.attempt_span, status, &verdict);
-    this.call.attempted(result, verdict, clock::now())
+    this.call.attempted(attempt, result, verdict, clock::now())
 }
 
 impl<S, C, B> std::fmt::Debug for ResponseFuture<S, C, B>

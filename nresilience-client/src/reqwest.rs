@@ -51,7 +51,7 @@ use std::time::SystemTime;
 
 use ::reqwest::{Request, Response, Url};
 use http::Extensions;
-use nresilience_core::call::{Attempt, Call, CallOptions, Step};
+use nresilience_core::call::{Attempt, Call, CallOptions, Step, Timer};
 use nresilience_core::clock;
 use nresilience_core::nesting::{self, NestingSource};
 use nresilience_core::{RetryError, RetryPolicy, Verdict};
@@ -237,8 +237,11 @@ struct Attempts<'a, 'e> {
     next: Next<'a>,
 }
 
-impl Attempts<'_, '_> {
+impl<'a> Attempts<'a, '_> {
     async fn run(mut self) -> Result<Response, Error> {
+        if self.call.may_hedge() {
+            return self.run_hedged().await;
+        }
         let mut step = self.call.next(clock::now());
         loop {
             step = match step {
@@ -249,15 +252,17 @@ impl Attempts<'_, '_> {
                     tokio::time::sleep_until(until.into()).await;
                     self.call.next(clock::now())
                 }
+                Step::Hedge(_) | Step::Wait => unreachable!("a call that may not hedge"),
                 Step::Done(result) => return result,
             };
         }
     }
 
-    async fn attempt(&mut self, attempt: Attempt) -> Step<Response, reqwest_middleware::Error> {
+    /// The request of `attempt`: the first as given, a later one cloned from the template.
+    fn request(&mut self, attempt: Attempt) -> (Span, Request) {
         // What changes from attempt to attempt is written into the template before it is
         // copied, so the copy is made at its final size.
-        let (span, request) = match (self.first.take(), self.template.as_mut()) {
+        match (self.first.take(), self.template.as_mut()) {
             (Some(mut request), _) => (prepare(&self.call, attempt, &mut request), request),
             (None, Some(template)) => {
                 let span = prepare(&self.call, attempt, template);
@@ -267,7 +272,11 @@ impl Attempts<'_, '_> {
                 }
             }
             (None, None) => unreachable!("a call without a template makes one attempt"),
-        };
+        }
+    }
+
+    async fn attempt(&mut self, attempt: Attempt) -> Step<Response, reqwest_middleware::Error> {
+        let (span, request) = self.request(attempt);
         let sent = self
             .next
             .clone()
@@ -278,18 +287,120 @@ impl Attempts<'_, '_> {
             None => Some(sent.await),
         };
         match result {
-            Some(result) => {
-                let verdict = classify(&self.classifier, &result);
-                let status = result.as_ref().ok().map(Response::status);
-                telemetry::record_result(&span, status, &verdict);
-                self.call.attempted(result, verdict, clock::now())
-            }
+            Some(result) => self.answered(attempt, &span, result),
             None => {
                 telemetry::record_timeout(&span);
-                self.call.timed_out(clock::now())
+                self.call.timed_out(attempt, clock::now())
             }
         }
     }
+
+    fn answered(
+        &mut self,
+        attempt: Attempt,
+        span: &Span,
+        result: reqwest_middleware::Result<Response>,
+    ) -> Step<Response, reqwest_middleware::Error> {
+        let verdict = classify(&self.classifier, &result);
+        let status = result.as_ref().ok().map(Response::status);
+        telemetry::record_result(span, status, &verdict);
+        self.call.attempted(attempt, result, verdict, clock::now())
+    }
+
+    /// The call's attempts when it may hedge: several may be in flight at once (HG1), each
+    /// with extensions of its own; the answering attempt's are the caller's afterwards.
+    async fn run_hedged(mut self) -> Result<Response, Error> {
+        let extensions = self.extensions.clone();
+        let mut flights: Vec<Flight<'a>> = Vec::new();
+        let mut timer = std::pin::pin!(Timer::new());
+        let mut answered = None;
+        let mut step = self.call.next(clock::now());
+        loop {
+            match step {
+                Step::Run(attempt) | Step::Hedge(attempt) => {
+                    let (span, request) = self.request(attempt);
+                    let next = self.next.clone();
+                    let mut own = extensions.clone();
+                    let future = Box::pin(
+                        async move {
+                            let result = next.run(request, &mut own).await;
+                            (result, own)
+                        }
+                        .instrument(span.clone()),
+                    );
+                    flights.push(Flight {
+                        attempt,
+                        span,
+                        future,
+                    });
+                }
+                Step::Wait => {}
+                Step::Sleep(until) => {
+                    tokio::time::sleep_until(until.into()).await;
+                    step = self.call.next(clock::now());
+                    continue;
+                }
+                Step::Done(result) => {
+                    // The attempts still in flight lost: dropped with `flights`.
+                    if let (Ok(_), Some(own)) = (&result, answered) {
+                        *self.extensions = own;
+                    }
+                    return result;
+                }
+            }
+            let cut = flights
+                .iter()
+                .enumerate()
+                .filter_map(|(at, f)| f.attempt.cut_at().map(|cut| (at, cut)))
+                .min_by_key(|(_, cut)| *cut);
+            let hedge_at = self.call.hedge_at();
+            let wake = [cut.map(|(_, cut)| cut), hedge_at]
+                .into_iter()
+                .flatten()
+                .min();
+            timer.as_mut().set(wake);
+            let event = std::future::poll_fn(|cx| {
+                let done = flights.iter_mut().enumerate().find_map(|(at, flight)| {
+                    match flight.future.as_mut().poll(cx) {
+                        Poll::Ready(output) => Some((at, output)),
+                        Poll::Pending => None,
+                    }
+                });
+                match done {
+                    Some(done) => Poll::Ready(Some(done)),
+                    None => timer.as_mut().poll(cx).map(|()| None),
+                }
+            })
+            .await;
+            let now = clock::now();
+            step = match event {
+                Some((at, (result, own))) => {
+                    let flight = flights.swap_remove(at);
+                    answered = Some(own);
+                    self.answered(flight.attempt, &flight.span, result)
+                }
+                // The timer was set to the earliest of the cuts and the hedge: that one is due.
+                None => match (cut, hedge_at) {
+                    (Some((at, cut)), hedge_at) if hedge_at.is_none_or(|h| cut <= h) => {
+                        let flight = flights.swap_remove(at);
+                        telemetry::record_timeout(&flight.span);
+                        self.call.timed_out(flight.attempt, now)
+                    }
+                    (_, Some(hedge_at)) => self.call.next(now.max(hedge_at)),
+                    _ => Step::Wait,
+                },
+            };
+        }
+    }
+}
+
+/// An attempt in flight beside others, and the extensions it was sent with.
+struct Flight<'a> {
+    attempt: Attempt,
+    span: Span,
+    future: Pin<
+        Box<dyn Future<Output = (reqwest_middleware::Result<Response>, Extensions)> + Send + 'a>,
+    >,
 }
 
 /// The verdict on an attempt: a response by its status, an error by what it is.
@@ -335,7 +446,7 @@ fn prepare(
         call.span(),
         request.method().as_str(),
         request.url(),
-        attempt.number(),
+        &attempt,
     );
     stamp_deadline(request.headers_mut(), attempt.timeout());
     telemetry::inject_context(&span, request.headers_mut());

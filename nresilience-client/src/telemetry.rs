@@ -2,7 +2,7 @@
 //! W3C trace context on every attempt.
 
 use http::{HeaderMap, StatusCode};
-use nresilience_core::Verdict;
+use nresilience_core::{Attempt, Verdict};
 use opentelemetry_http::HeaderInjector;
 use tracing::{field, Span};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -33,7 +33,7 @@ pub(crate) fn attempt_span(
     call: &Span,
     method: &str,
     destination: &dyn Destination,
-    attempt: u32,
+    attempt: &Attempt,
 ) -> Span {
     let span = tracing::info_span!(
         parent: call,
@@ -48,9 +48,14 @@ pub(crate) fn attempt_span(
         http.request.resend_count = field::Empty,
         http.response.status_code = field::Empty,
         error.type = field::Empty,
+        nresilience.hedge = field::Empty,
     );
-    if attempt > 1 && !span.is_disabled() {
-        span.record("http.request.resend_count", i64::from(attempt - 1));
+    if attempt.is_retry() && !span.is_disabled() {
+        // A hedge is a resend too (HG3).
+        span.record("http.request.resend_count", i64::from(attempt.number() - 1));
+        if attempt.is_hedge() {
+            span.record("nresilience.hedge", true);
+        }
     }
     span
 }

@@ -23,8 +23,8 @@ use http::uri::PathAndQuery;
 use nresilience_client::grpc::{self, GrpcRetry};
 use nresilience_client::{TransportError, MARKER_HEADER};
 use nresilience_core::{
-    Backoff, BudgetOptions, Jitter, RetryBudget, RetryError, RetryPolicy, RetryPolicyBuilder,
-    StopReason,
+    Backoff, BudgetOptions, Hedge, Jitter, RetryBudget, RetryError, RetryPolicy,
+    RetryPolicyBuilder, StopReason,
 };
 use tokio::time::Instant;
 use tonic::body::Body;
@@ -94,6 +94,8 @@ type Answer = (Code, Option<&'static str>);
 struct Script {
     answers: Arc<Mutex<VecDeque<Answer>>>,
     markers: Arc<Mutex<Vec<Vec<String>>>>,
+    /// How long `Say` waits before answering, one per call in order, then not at all.
+    delays: Arc<Mutex<VecDeque<Duration>>>,
 }
 
 impl Script {
@@ -148,7 +150,11 @@ impl tower::Service<http::Request<Body>> for Echo {
                 "/nresilience.test.Echo/Say" => {
                     let say = tower::service_fn(move |request: Request<Bytes>| {
                         let answer = script.answer(request.metadata());
-                        async move { answer.map(|()| Response::new(request.into_inner())) }
+                        let delay = script.delays.lock().unwrap().pop_front();
+                        async move {
+                            tokio::time::sleep(delay.unwrap_or_default()).await;
+                            answer.map(|()| Response::new(request.into_inner()))
+                        }
                     });
                     server.unary(say, request).await
                 }
@@ -253,6 +259,19 @@ async fn n2_grpc_calls_carry_the_marker_metadata() {
     let response = say(channel(addr, policy()), hello()).await.unwrap();
     assert_eq!(response.into_inner(), "hello");
     assert_eq!(script.markers(), vec![vec!["1".to_owned()]]);
+}
+
+#[tokio::test]
+async fn hg1_hg3_a_slow_call_is_hedged_with_the_marker_and_the_first_answer_wins() {
+    let (addr, script) = server(&[]);
+    let slow = Duration::from_secs(5);
+    script.delays.lock().unwrap().push_back(slow);
+    let hedging = policy().hedge(Some(Hedge::after(Duration::from_millis(50))));
+    let start = std::time::Instant::now();
+    let response = say(channel(addr, hedging), hello()).await.unwrap();
+    assert_eq!(response.into_inner(), "hello", "the message was replayed");
+    assert!(start.elapsed() < slow, "{:?}", start.elapsed());
+    assert_eq!(script.markers(), vec![vec!["1".to_owned()]; 2]);
 }
 
 #[tokio::test(start_paused = true)]

@@ -45,6 +45,7 @@ pub use executor::error::{
     CallRejected, InvalidPolicy, LastAttempt, RejectReason, RetryError, StopReason,
 };
 pub use executor::execute::Execute;
+pub use executor::hedge::Hedge;
 pub use executor::latency;
 pub use executor::policy::{RetryPolicy, RetryPolicyBuilder};
 pub use executor::verdict::{Classify, DefaultClassifier, Verdict};

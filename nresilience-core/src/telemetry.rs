@@ -24,6 +24,9 @@ pub const CALL_DURATION: &str = "nresilience.call.duration";
 pub const ATTEMPT_DURATION: &str = "nresilience.attempt.duration";
 /// Counter of retrying calls that started inside a retrying context.
 pub const NESTED_RETRIES: &str = "nresilience.nested_retries";
+/// Counter of hedges (HG2), tagged with policy and outcome: `sent`, or `suppressed` when
+/// the budget refused one.
+pub const HEDGES: &str = "nresilience.hedges";
 /// Gauge of the budget's utilization, 0 (full) to 1 (empty).
 pub const BUDGET_UTILIZATION: &str = "nresilience.budget.utilization";
 
@@ -70,6 +73,7 @@ pub(crate) struct Instruments {
     pub(crate) call_duration: Histogram<f64>,
     pub(crate) attempt_duration: Histogram<f64>,
     pub(crate) nested_retries: Counter<u64>,
+    pub(crate) hedges: Counter<u64>,
     pub(crate) utilization: Gauge<f64>,
     /// The tags of a successful attempt and call (one per criticality), made once: building
     /// and dropping them on every call would cost more than the recordings they go to when no
@@ -126,6 +130,10 @@ impl Instruments {
             nested_retries: meter
                 .u64_counter(NESTED_RETRIES)
                 .with_description("retrying calls started inside a retrying context")
+                .build(),
+            hedges: meter
+                .u64_counter(HEDGES)
+                .with_description("hedged attempts sent, and those the budget suppressed")
                 .build(),
             utilization: meter
                 .f64_gauge(BUDGET_UTILIZATION)
@@ -189,6 +197,12 @@ impl Instruments {
             KeyValue::new(POTENTIAL_ATTEMPTS, i64::from(potential_attempts)),
         ];
         self.nested_retries.add(1, &tags);
+    }
+
+    /// A hedge sent, or suppressed by the budget (HG2).
+    pub(crate) fn hedge(&self, sent: bool) {
+        let outcome = if sent { "sent" } else { "suppressed" };
+        self.hedges.add(1, &self.tag(OUTCOME, outcome));
     }
 
     pub(crate) fn utilization(&self, utilization: f64) {

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use nresilience_core::nesting::{self, NestingSource};
 use nresilience_core::telemetry::{
-    ATTEMPTS, ATTEMPT_DURATION, BUDGET_UTILIZATION, CALLS, CALL_DURATION, NESTED_RETRIES,
+    ATTEMPTS, ATTEMPT_DURATION, BUDGET_UTILIZATION, CALLS, CALL_DURATION, HEDGES, NESTED_RETRIES,
     REJECTIONS,
 };
-use nresilience_core::{Backoff, BudgetOptions, Jitter, RetryBudget, RetryPolicy};
+use nresilience_core::{Backoff, BudgetOptions, Hedge, Jitter, RetryBudget, RetryPolicy};
 use opentelemetry::global;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
@@ -73,7 +73,7 @@ fn get(points: &Points, name: &str, tags: &[(&str, &str)]) -> f64 {
 }
 
 #[tokio::test(start_paused = true)]
-async fn b12_c3_c4_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
+async fn b12_c3_c4_hg2_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
     let exporter = InMemoryMetricExporter::default();
     let provider = SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(exporter.clone()).build())
@@ -119,7 +119,42 @@ async fn b12_c3_c4_counters_histograms_and_gauge_carry_the_original_names_and_ta
         .is_err());
     tokio::time::advance(Duration::from_millis(1)).await;
 
+    // HG2: one hedge sent, then one the emptied bucket suppressed.
+    let hedging = RetryPolicy::builder()
+        .name("hedging")
+        .backoff(Backoff::none())
+        .attempt_ceiling(None)
+        .budget(
+            RetryBudget::automatic().with_options(
+                BudgetOptions::default()
+                    .minimum_per_second(0.0)
+                    .capacity(1.0),
+            ),
+        )
+        .hedge(Some(Hedge::after(Duration::from_millis(50))))
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        hedging
+            .execute(|attempt| async move {
+                let wait = if attempt.is_hedge() { 10 } else { 200 };
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+                Ok::<(), ()>(())
+            })
+            .await
+            .unwrap();
+    }
+
     let points = collect(&provider, &exporter);
+    let h = ("nresilience.policy", "hedging");
+    assert_eq!(
+        get(&points, HEDGES, &[h, ("nresilience.outcome", "sent")]),
+        1.0
+    );
+    assert_eq!(
+        get(&points, HEDGES, &[h, ("nresilience.outcome", "suppressed")]),
+        1.0
+    );
     let p = ("nresilience.policy", "orders");
     // C3: calls and refusals carry the call's criticality.
     let c = ("nresilience.criticality", "normal");

@@ -1,4 +1,5 @@
-//! The spans a test opens on its own thread, with the fields they were opened with.
+//! The spans a test opens on its own thread, with the fields they were opened with and those
+//! recorded on them later.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -6,16 +7,17 @@ use std::fmt;
 use std::sync::{Arc, Mutex, Once};
 
 use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id};
+use tracing::span::{Attributes, Id, Record};
 use tracing::Subscriber;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::Layer;
 
-/// A span as it was opened.
+/// A span as it was opened, with what was recorded on it since.
 #[derive(Clone, Debug)]
 pub struct Opened {
     pub name: &'static str,
     pub fields: HashMap<&'static str, String>,
+    id: u64,
 }
 
 impl Opened {
@@ -70,7 +72,7 @@ impl Drop for Spans {
 struct ThreadSpans;
 
 impl<S: Subscriber> Layer<S> for ThreadSpans {
-    fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
         RECORDING.with(|recording| {
             if let Some(log) = recording.borrow().as_ref() {
                 let mut fields = Fields::default();
@@ -78,7 +80,22 @@ impl<S: Subscriber> Layer<S> for ThreadSpans {
                 log.lock().unwrap().push(Opened {
                     name: attrs.metadata().name(),
                     fields: fields.0,
+                    id: id.into_u64(),
                 });
+            }
+        });
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, _: Context<'_, S>) {
+        RECORDING.with(|recording| {
+            if let Some(log) = recording.borrow().as_ref() {
+                let mut log = log.lock().unwrap();
+                // The latest span with this id: ids are reused once a span closes.
+                if let Some(span) = log.iter_mut().rev().find(|s| s.id == id.into_u64()) {
+                    let mut fields = Fields(std::mem::take(&mut span.fields));
+                    values.record(&mut fields);
+                    span.fields = fields.0;
+                }
             }
         });
     }
@@ -94,5 +111,13 @@ impl Visit for Fields {
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         self.0.insert(field.name(), format!("{value:?}"));
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name(), value.to_string());
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name(), value.to_string());
     }
 }

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use nresilience_client::{MARKER_HEADER, MARKER_VALUE};
 use nresilience_core::nesting::{self, NestingSource};
 use nresilience_core::{
-    Backoff, BudgetOptions, RetryBudget, RetryPolicy, RetryPolicyBuilder, StopReason,
+    Backoff, BudgetOptions, Hedge, RetryBudget, RetryPolicy, RetryPolicyBuilder, StopReason,
 };
 use tokio::time::Instant;
 
@@ -46,6 +46,8 @@ macro_rules! behaviour_suite {
             c1_c6_a_repeated_or_garbled_signal_is_no_signal,
         );
         $crate::support::suite::behaviour_suite!(@each $driver, tokio::test;
+            hg1_hg3_a_slow_get_is_hedged_marked_and_the_first_answer_wins,
+            hg3_a_post_is_never_hedged,
             h2_retry_after_past_the_deadline_stops_at_once,
             e1_connection_refused_is_transient_retried_and_the_last_error_kept,
             e5_an_attempt_cut_by_its_timeout_is_retried,
@@ -283,6 +285,42 @@ pub async fn e1_connection_refused_is_transient_retried_and_the_last_error_kept<
         Some(last) => assert!(D::is_connect(last), "{last:?}"),
         None => panic!("expected the connect error, got {error:?}"),
     }
+}
+
+pub async fn hg1_hg3_a_slow_get_is_hedged_marked_and_the_first_answer_wins<D: Driver>() {
+    let spans = Spans::record();
+    let slow = Duration::from_secs(5);
+    // The first answer takes 5 s; the hedge sent at 50 ms is answered at once.
+    let (addr, script) = slow_server(vec![(200, None, slow)]);
+    let driver = D::new(
+        policy()
+            .backoff(Backoff::none())
+            .hedge(Some(Hedge::after(Duration::from_millis(50)))),
+    );
+    let start = std::time::Instant::now();
+    let reply = driver.send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(reply.status, 200);
+    assert!(start.elapsed() < slow, "{:?}", start.elapsed());
+    assert!(start.elapsed() >= Duration::from_millis(50));
+    // Both carry the marker (HG3); the hedge is a resend, and says it is a hedge.
+    assert_eq!(script.markers(), marked(2));
+    let attempts = spans.named("HTTP");
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts[0].field("http.request.resend_count"), None);
+    assert_eq!(attempts[1].field("http.request.resend_count"), Some("1"));
+    assert_eq!(attempts[1].field("nresilience.hedge"), Some("true"));
+}
+
+pub async fn hg3_a_post_is_never_hedged<D: Driver>() {
+    let wait = Duration::from_millis(300);
+    let (addr, script) = slow_server(vec![(200, None, wait)]);
+    let driver = D::new(policy().hedge(Some(Hedge::after(Duration::from_millis(50)))));
+    let start = std::time::Instant::now();
+    let reply = driver.send(Outbound::post(addr, "order")).await.unwrap();
+    assert_eq!(reply.status, 200);
+    assert!(start.elapsed() >= wait);
+    assert_eq!(script.requests(), 1);
+    assert_eq!(script.markers(), unmarked());
 }
 
 pub async fn e5_an_attempt_cut_by_its_timeout_is_retried<D: Driver>() {

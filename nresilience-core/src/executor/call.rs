@@ -3,7 +3,8 @@
 //! [`RetryPolicy::execute`](crate::RetryPolicy::execute) drives it with async closures; the
 //! HTTP and gRPC middleware of `nresilience-client` drive it from their own futures. Every
 //! driver is the same short loop: ask the [`Call`] for its next [`Step`], do what the step
-//! says — run an attempt, sleep, or return — and hand back what happened. The call holds every
+//! says — run an attempt, start a hedge beside the ones in flight, wait, sleep, or return —
+//! and hand back what happened to each attempt. The call holds every
 //! rule between two attempts (the decision order, the budget, the breaker and limiter, the
 //! rejection pause, what a stopped call returns), so a rule changes in one place for every
 //! driver. It does no IO and never reads the clock: time comes in as an argument, so a test or
@@ -25,13 +26,14 @@
 //! // The driver's loop, spelled out: run, fail, back off 100 ms, run again, succeed.
 //! let Step::Run(first) = call.next::<u32>(now) else { unreachable!() };
 //! assert_eq!(first.number(), 1);
-//! let Step::Sleep(until) = call.attempted::<u32>(Err("reset"), Verdict::TRANSIENT, now) else {
+//! let Step::Sleep(until) = call.attempted::<u32>(first, Err("reset"), Verdict::TRANSIENT, now)
+//! else {
 //!     unreachable!()
 //! };
 //! assert_eq!(until - now, Duration::from_millis(100));
 //! let Step::Run(second) = call.next::<u32>(until) else { unreachable!() };
 //! assert!(second.is_retry());
-//! let Step::Done(result) = call.attempted(Ok(7), Verdict::Success, until) else {
+//! let Step::Done(result) = call.attempted(second, Ok(7), Verdict::Success, until) else {
 //!     unreachable!()
 //! };
 //! assert_eq!(result.unwrap(), 7);
@@ -54,12 +56,14 @@
 //!     let mut step = call.next(clock::now());
 //!     loop {
 //!         step = match step {
-//!             // (A real driver also cuts the attempt at `attempt.cut_at()`.)
+//!             // (A real driver also cuts the attempt at `attempt.cut_at()`, and one whose
+//!             // policy hedges runs `Step::Hedge` attempts beside it: see `execute`.)
 //!             Step::Run(attempt) => {
 //!                 let result = fetch(attempt.number()).await;
 //!                 let verdict = if result.is_ok() { Verdict::Success } else { Verdict::TRANSIENT };
-//!                 call.attempted(result, verdict, clock::now())
+//!                 call.attempted(attempt, result, verdict, clock::now())
 //!             }
+//!             Step::Hedge(_) | Step::Wait => unreachable!("the default policy does not hedge"),
 //!             Step::Sleep(until) => {
 //!                 tokio::time::sleep_until(until.into()).await;
 //!                 call.next(clock::now())
@@ -163,6 +167,11 @@ pub struct Attempt {
     number: u32,
     timeout: Option<Duration>,
     cut_at: Option<Instant>,
+    started: Instant,
+    /// Whether the measured ceiling, not the attempt timeout or the deadline, cuts it: a cut
+    /// that the ceiling learns from (E7).
+    ceiling_binds: bool,
+    hedge: bool,
 }
 
 impl Attempt {
@@ -171,9 +180,14 @@ impl Attempt {
         self.number
     }
 
-    /// Whether this attempt is a retry.
+    /// Whether this attempt is a retry or a hedge: any attempt after the first.
     pub fn is_retry(&self) -> bool {
         self.number > 1
+    }
+
+    /// Whether this attempt is a hedge, started beside attempts still in flight (HG1).
+    pub fn is_hedge(&self) -> bool {
+        self.hedge
     }
 
     /// The time this attempt may take, if bounded: the attempt timeout, the measured
@@ -193,8 +207,15 @@ impl Attempt {
 #[must_use]
 pub enum Step<T, E> {
     /// Run this attempt, cut at [`Attempt::cut_at`]; then report it with
-    /// [`Call::attempted`] or [`Call::timed_out`].
+    /// [`Call::attempted`] or [`Call::timed_out`]. While it runs, ask [`Call::next`] again
+    /// at [`Call::hedge_at`], if that comes first.
     Run(Attempt),
+    /// Start this attempt beside the ones in flight, which go on (a hedge, HG1); report each
+    /// as it answers or is cut.
+    Hedge(Attempt),
+    /// Nothing to start: keep waiting on the attempts in flight, and ask [`Call::next`] again
+    /// at [`Call::hedge_at`], if that comes before they answer.
+    Wait,
     /// Sleep until this instant (a backoff, or the rejection pause before a refusal), then
     /// ask [`Call::next`].
     Sleep(Instant),
@@ -206,7 +227,7 @@ pub enum Step<T, E> {
 enum Phase {
     /// The next attempt may start.
     Ready,
-    /// An attempt is running.
+    /// Attempts are running.
     Attempting,
     /// The rejection pause before this refusal is returned.
     Refusing(RejectReason),
@@ -226,15 +247,24 @@ pub struct Call<E> {
     deadline: Option<Instant>,
     max_attempts: u32,
     attempts: u32,
+    /// When the latest attempt started: a hedge follows it by the hedge's delay.
     attempt_started: Instant,
+    /// When the attempt that opened the attempts in flight started, and its number while it
+    /// runs (`0` once it ended).
+    first_started: Instant,
+    first_running: u32,
+    in_flight: u32,
+    /// Whether this call sends no more hedges: the budget refused one, or the dependency
+    /// throttled.
+    hedging_stopped: bool,
     estimate: Estimate,
+    /// The breaker permit of attempt `permit_of`, and of hedges beside it.
     permit: Option<BreakerPermit>,
+    permit_of: u32,
+    hedge_permits: Vec<(u32, BreakerPermit)>,
     /// A token withdrawn for the next retry: spent when the retry goes out, returned if the
     /// call ends first (B13).
     token: bool,
-    /// Whether the running attempt is cut by the measured ceiling, not by the attempt
-    /// timeout or the deadline: a cut that the ceiling learns from (E7).
-    ceiling_binds: bool,
     /// Whether this call's success refilled a bucket that was short of full: the budget's
     /// gauge then follows the refill, not only the retries that drained it.
     refilled: bool,
@@ -304,10 +334,15 @@ impl<E> Call<E> {
             max_attempts,
             attempts: 0,
             attempt_started: now,
+            first_started: now,
+            first_running: 0,
+            in_flight: 0,
+            hedging_stopped: false,
             estimate: Estimate::default(),
             permit: None,
+            permit_of: 0,
+            hedge_permits: Vec::new(),
             token: false,
-            ceiling_binds: false,
             refilled: false,
             phase: Phase::Ready,
             last: None,
@@ -370,23 +405,64 @@ impl<E> Call<E> {
         self.attempts_above.saturating_mul(self.max_attempts)
     }
 
-    /// What to do next, at `now`: at the start and after every [`Step::Sleep`].
+    /// What to do next, at `now`: at the start, after every [`Step::Sleep`], and at
+    /// [`Call::hedge_at`] while attempts run.
     ///
     /// Admits the next attempt if the breaker and limiter let it go: an open
     /// breaker refuses the call — after the rejection pause, a [`Step::Sleep`] — while a
     /// limiter refusal is a self-imposed throttle that waits for the limiter and tries again.
     ///
+    /// While attempts run, it hedges once [`hedge_at`](Self::hedge_at) has come and the
+    /// budget pays for it (HG2): a [`Step::Hedge`]. Otherwise, a refused hedge included, the
+    /// attempts in flight go on: a [`Step::Wait`].
+    ///
     /// # Panics
     ///
-    /// While an attempt is running or after the call is done: the driver must report the
-    /// attempt first, and must not go on after [`Step::Done`].
+    /// After the call is done: the driver must not go on after [`Step::Done`].
     pub fn next<T>(&mut self, now: Instant) -> Step<T, E> {
         match self.phase {
             Phase::Ready => self.begin(now),
             Phase::Refusing(reason) => self.refuse(reason, now),
-            Phase::Attempting => panic!("Call::next while an attempt is running"),
+            Phase::Attempting => self.hedge(now),
             Phase::Done => panic!("Call::next after the call was done"),
         }
+    }
+
+    /// When the attempts in flight are hedged if none has answered (HG1): the latest one's
+    /// start plus the hedge's delay, or its quantile of recent latency once the window holds
+    /// its samples. `None` when the policy does not hedge, no attempt runs, the attempts are
+    /// used up, the call is `Sheddable`, its hedging stopped, or the hedge would start at or
+    /// after the deadline.
+    #[inline]
+    pub fn hedge_at(&self) -> Option<Instant> {
+        let hedge = self.policy.hedge()?;
+        if self.phase != Phase::Attempting
+            || self.hedging_stopped
+            || self.attempts >= self.max_attempts
+            || self.criticality == Criticality::Sheddable
+        {
+            return None;
+        }
+        let delay = hedge.delay().or(self.estimate.hedge)?;
+        let at = clock::after(self.attempt_started, delay);
+        match self.deadline {
+            Some(deadline) if at >= deadline => None,
+            _ => Some(at),
+        }
+    }
+
+    /// Whether this call may hedge at all: its policy hedges, it may make more than one
+    /// attempt, and it is not `Sheddable` (HG1–HG3). A driver that runs one attempt at a time
+    /// more cheaply keeps to that when this is `false`.
+    pub fn may_hedge(&self) -> bool {
+        self.policy.hedge().is_some()
+            && self.max_attempts > 1
+            && self.criticality != Criticality::Sheddable
+    }
+
+    /// How many attempts are running.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
     }
 
     /// Reports the attempt's result and its verdict at `now`, and decides what follows. In
@@ -399,18 +475,43 @@ impl<E> Call<E> {
     /// permanent verdict), that value is the call's `Ok` answer: the caller gets the last
     /// response, not an error.
     ///
+    /// While other attempts are in flight, a success or a final answer ends the call (the
+    /// driver drops the others), and a transient or throttled failure is a [`Step::Wait`]:
+    /// the others go on.
+    ///
     /// # Panics
     ///
     /// When no attempt is running.
     pub fn attempted<T>(
         &mut self,
+        attempt: Attempt,
         result: Result<T, E>,
         verdict: Verdict,
         now: Instant,
     ) -> Step<T, E> {
-        let duration = self.end_attempt(verdict, now);
+        let duration = self.end_attempt(&attempt, verdict, now);
+        if self.in_flight > 0 {
+            if verdict.is_retryable() {
+                // The dependency asking for less stops the hedges too.
+                self.hedging_stopped |= matches!(verdict, Verdict::Throttled { .. });
+                self.last = Some(match result {
+                    Ok(_) => LastAttempt::Unsuccessful,
+                    Err(error) => LastAttempt::Error(error),
+                });
+                return Step::Wait;
+            }
+            self.cancel_others();
+        }
+        // A hedge that won while the first attempt still ran says that attempt took at least
+        // this long: the window keeps the tail the hedge hid, and the trigger stays put.
+        let sample = if attempt.hedge && self.first_running != 0 {
+            now.saturating_duration_since(self.first_started)
+        } else {
+            duration
+        };
+        self.first_running = 0;
         match result {
-            Ok(value) => match self.decide(verdict, duration, now) {
+            Ok(value) => match self.decide(verdict, sample, now) {
                 Decision::Stop(reason) if answers(reason) => {
                     // A call whose last attempt started with it lasted as long as that attempt.
                     let elapsed = (self.attempt_started == self.started).then_some(duration);
@@ -424,24 +525,28 @@ impl<E> Call<E> {
             },
             Err(error) => {
                 self.last = Some(LastAttempt::Error(error));
-                let decision = self.decide(verdict, duration, now);
+                let decision = self.decide(verdict, sample, now);
                 self.step(decision, now)
             }
         }
     }
 
-    /// Reports that the driver cut the running attempt at [`Attempt::cut_at`]: a transient
-    /// failure.
+    /// Reports that the driver cut `attempt` at [`Attempt::cut_at`]: a transient failure.
+    /// While other attempts are in flight, they go on: a [`Step::Wait`].
     ///
     /// # Panics
     ///
     /// When no attempt is running.
-    pub fn timed_out<T>(&mut self, now: Instant) -> Step<T, E> {
-        let duration = self.end_attempt(Verdict::TRANSIENT, now);
-        if self.ceiling_binds {
+    pub fn timed_out<T>(&mut self, attempt: Attempt, now: Instant) -> Step<T, E> {
+        let duration = self.end_attempt(&attempt, Verdict::TRANSIENT, now);
+        if attempt.ceiling_binds {
             self.policy.record_cut(duration, now);
         }
         self.last = Some(LastAttempt::TimedOut);
+        if self.in_flight > 0 {
+            return Step::Wait;
+        }
+        self.first_running = 0;
         let decision = self.decide(Verdict::TRANSIENT, duration, now);
         self.step(decision, now)
     }
@@ -461,12 +566,14 @@ impl<E> Call<E> {
         }
         if let Some(breaker) = self.policy.circuit_breaker() {
             match breaker.try_acquire(now) {
-                Ok(permit) => self.permit = Some(permit),
+                Ok(permit) => {
+                    self.permit = Some(permit);
+                    self.permit_of = self.attempts + 1;
+                }
                 Err(_) => return self.refusing(RejectReason::BreakerOpen, now),
             }
         }
         self.attempts += 1;
-        self.attempt_started = now;
         let limited = self
             .policy
             .rate_limiter()
@@ -475,7 +582,7 @@ impl<E> Call<E> {
         if let Some(retry_after) = limited {
             // Self-imposed: it never went out, so it records no outcome anywhere (B8). A token
             // withdrawn for it stays held: it pays for the retry when that retry goes out.
-            self.settle_permit(BreakerOutcome::Ignored, now);
+            self.settle_permit(self.attempts, BreakerOutcome::Ignored, now);
             self.last = Some(LastAttempt::Refused);
             let verdict = Verdict::Throttled {
                 self_imposed: true,
@@ -486,32 +593,119 @@ impl<E> Call<E> {
         }
         // The token, if any, paid for this retry: it goes out.
         self.token = false;
-        tracing::event!(parent: &self.span, Level::DEBUG, attempt = i64::from(self.attempts), "nresilience.attempt");
+        self.first_started = now;
+        self.first_running = self.attempts;
+        Step::Run(self.admit(now, left, false))
+    }
+
+    /// Starts the attempt numbered `self.attempts` at `now`, bounded by the attempt timeout,
+    /// the measured ceiling and the time `left`.
+    #[inline]
+    fn admit(&mut self, now: Instant, left: Option<Duration>, hedge: bool) -> Attempt {
+        tracing::event!(parent: &self.span, Level::DEBUG, attempt = i64::from(self.attempts), hedge, "nresilience.attempt");
         self.estimate = self.policy.estimate(now);
         let mut timeout = self.policy.attempt_timeout();
-        self.ceiling_binds = false;
+        let mut ceiling_binds = false;
         if let Some(ceiling) = self.estimate.ceiling {
-            self.ceiling_binds = timeout.is_none_or(|t| ceiling < t);
+            ceiling_binds = timeout.is_none_or(|t| ceiling < t);
             timeout = Some(timeout.map_or(ceiling, |t| t.min(ceiling)));
         }
         if let Some(left) = left {
-            self.ceiling_binds &= timeout.is_none_or(|t| t <= left);
+            ceiling_binds &= timeout.is_none_or(|t| t <= left);
             timeout = Some(timeout.map_or(left, |t| t.min(left)));
         }
+        self.attempt_started = now;
+        self.in_flight += 1;
         self.phase = Phase::Attempting;
-        Step::Run(Attempt {
+        Attempt {
             number: self.attempts,
             timeout,
             cut_at: timeout.map(|t| clock::after(now, t)),
-        })
+            started: now,
+            ceiling_binds,
+            hedge,
+        }
     }
 
-    /// Closes the running attempt: its duration, metrics and breaker outcome.
-    #[inline]
-    fn end_attempt(&mut self, verdict: Verdict, now: Instant) -> Duration {
-        assert_eq!(self.phase, Phase::Attempting, "no attempt is running");
+    /// Starts a hedge beside the attempts in flight, once it is due and paid for (HG1, HG2).
+    fn hedge<T>(&mut self, now: Instant) -> Step<T, E> {
+        if self.hedge_at().is_none_or(|at| now < at) {
+            return Step::Wait;
+        }
+        // Charged like a retry (B5): spent at once, since it goes out now.
+        if let Some(bucket) = &self.bucket {
+            if !bucket.try_withdraw(now, self.criticality) {
+                self.hedging_stopped = true;
+                self.policy.instruments().hedge(false);
+                tracing::event!(
+                    name: "HedgeSuppressed",
+                    parent: &self.span,
+                    Level::INFO,
+                    attempt = i64::from(self.attempts),
+                    "HedgeSuppressed"
+                );
+                return Step::Wait;
+            }
+        }
+        // A duplicate goes out only past a closed breaker, and within this process's limiter:
+        // a half-open breaker admits probes, not copies of one.
+        let permit = match self.policy.circuit_breaker().map(|b| b.try_acquire(now)) {
+            Some(Ok(permit)) if !permit.is_probe() => Some(permit),
+            None => None,
+            Some(_) => return self.stop_hedging(),
+        };
+        let limited = self
+            .policy
+            .rate_limiter()
+            .is_some_and(|limiter| !limiter.try_acquire(now));
+        if limited {
+            return self.stop_hedging();
+        }
+        self.attempts += 1;
+        if let Some(permit) = permit {
+            self.hedge_permits.push((self.attempts, permit));
+        }
+        self.policy.instruments().hedge(true);
+        let left = self.time_left(now);
+        Step::Hedge(self.admit(now, left, true))
+    }
+
+    /// No more hedges for this call; the token withdrawn for the one that will not go out
+    /// goes back.
+    #[cold]
+    fn stop_hedging<T>(&mut self) -> Step<T, E> {
+        self.hedging_stopped = true;
+        if let Some(bucket) = &self.bucket {
+            bucket.refund();
+        }
+        Step::Wait
+    }
+
+    /// The call answers while other attempts are in flight: the driver drops them, and the
+    /// breaker slots they held go back unrecorded (G4).
+    #[cold]
+    fn cancel_others(&mut self) {
+        self.in_flight = 0;
         self.phase = Phase::Ready;
-        let duration = now.saturating_duration_since(self.attempt_started);
+        self.permit = None;
+        self.hedge_permits.clear();
+    }
+
+    /// Closes `attempt`: its duration, metrics and breaker outcome.
+    #[inline]
+    fn end_attempt(&mut self, attempt: &Attempt, verdict: Verdict, now: Instant) -> Duration {
+        assert!(
+            self.phase == Phase::Attempting && self.in_flight > 0,
+            "no attempt is running"
+        );
+        self.in_flight -= 1;
+        if self.in_flight == 0 {
+            self.phase = Phase::Ready;
+        }
+        if attempt.number == self.first_running && self.in_flight > 0 {
+            self.first_running = 0;
+        }
+        let duration = now.saturating_duration_since(attempt.started);
         self.policy
             .instruments()
             .attempt(verdict, duration.as_secs_f64());
@@ -524,13 +718,22 @@ impl<E> Call<E> {
                 BreakerOutcome::Ignored
             }
         };
-        self.settle_permit(outcome, now);
+        self.settle_permit(attempt.number, outcome, now);
         duration
     }
 
     #[inline]
-    fn settle_permit(&mut self, outcome: BreakerOutcome, now: Instant) {
-        if let (Some(permit), Some(breaker)) = (self.permit.take(), self.policy.circuit_breaker()) {
+    fn settle_permit(&mut self, attempt: u32, outcome: BreakerOutcome, now: Instant) {
+        let Some(breaker) = self.policy.circuit_breaker() else {
+            return;
+        };
+        let permit = if self.permit_of == attempt {
+            self.permit.take()
+        } else {
+            let at = self.hedge_permits.iter().position(|(n, _)| *n == attempt);
+            at.map(|at| self.hedge_permits.swap_remove(at).1)
+        };
+        if let Some(permit) = permit {
             breaker.record(permit, outcome, now);
         }
     }

@@ -4,6 +4,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+use std::time::Instant;
 
 use pin_project_lite::pin_project;
 use tracing::Span;
@@ -51,6 +52,8 @@ impl RetryPolicy {
             span: Span::none(),
             running: Running {
                 attempt: None,
+                admitted: None,
+                hedges: Vec::new(),
                 timer: Timer::new(),
             },
             output: PhantomData,
@@ -78,11 +81,16 @@ pin_project! {
 }
 
 pin_project! {
-    /// The attempt in flight and the call's one timer.
+    /// The attempts in flight and the call's one timer.
     #[project = RunningProj]
     struct Running<Fut> {
+        // The attempt that opened the ones in flight: no allocation for a call that never
+        // hedges.
         #[pin]
         attempt: Option<Fut>,
+        admitted: Option<Attempt>,
+        // Hedges beside it (HG1).
+        hedges: Vec<(Attempt, Pin<Box<Fut>>)>,
         #[pin]
         timer: Timer,
     }
@@ -140,36 +148,132 @@ where
 {
     let RunningProj {
         mut attempt,
+        admitted,
+        hedges,
         mut timer,
     } = running.project();
     let mut step = first;
     loop {
         if let Some(next) = step.take() {
             match next {
-                Step::Run(admitted) => {
-                    attempt.set(Some(make_attempt(admitted)));
-                    timer.as_mut().set(admitted.cut_at());
+                Step::Run(run) => {
+                    attempt.set(Some(make_attempt(run)));
+                    *admitted = Some(run);
                 }
-                Step::Sleep(until) => timer.as_mut().set(Some(until)),
-                Step::Done(result) => return Poll::Ready(result),
+                Step::Hedge(hedge) => hedges.push((hedge, Box::pin(make_attempt(hedge)))),
+                Step::Wait => {}
+                Step::Sleep(until) => {
+                    timer.as_mut().set(Some(until));
+                    ready!(timer.as_mut().poll(cx));
+                    step = Some(call.next(clock::now()));
+                    continue;
+                }
+                Step::Done(result) => {
+                    // The attempts still in flight lost: dropped now, not when the call is.
+                    attempt.set(None);
+                    hedges.clear();
+                    return Poll::Ready(result);
+                }
             }
+            let first_cut = admitted
+                .filter(|_| attempt.is_some())
+                .and_then(|a| a.cut_at());
+            timer.as_mut().set(wake_at(call, first_cut, hedges));
         }
         if let Some(running) = attempt.as_mut().as_pin_mut() {
             if let Poll::Ready(result) = running.poll(cx) {
                 attempt.set(None);
+                let Some(run) = admitted.take() else {
+                    unreachable!("a running attempt was admitted")
+                };
                 let verdict = classifier.classify(&result);
-                step = Some(call.attempted(result, verdict, clock::now()));
+                step = Some(call.attempted(run, result, verdict, clock::now()));
                 continue;
             }
-            ready!(timer.as_mut().poll(cx));
-            attempt.set(None);
-            step = Some(call.timed_out(clock::now()));
-        } else {
+        }
+        if let Some((at, result)) = poll_hedges(hedges, cx) {
+            let (hedge, _) = hedges.swap_remove(at);
+            let verdict = classifier.classify(&result);
+            step = Some(call.attempted(hedge, result, verdict, clock::now()));
+            continue;
+        }
+        if attempt.is_none() && hedges.is_empty() {
+            // Between attempts: the backoff or the rejection pause.
             ready!(timer.as_mut().poll(cx));
             step = Some(call.next(clock::now()));
+            continue;
         }
+        ready!(timer.as_mut().poll(cx));
+        let now = clock::now();
+        // The timer was set to the earliest of the cuts and the hedge: that one is due.
+        let first_cut = admitted
+            .filter(|_| attempt.is_some())
+            .and_then(|a| a.cut_at());
+        let hedge_cut = earliest_hedge_cut(hedges);
+        let hedge_at = call.hedge_at();
+        let cut = [first_cut, hedge_cut.map(|(_, at)| at)]
+            .into_iter()
+            .flatten()
+            .min();
+        step = Some(match (cut, hedge_at) {
+            (Some(cut), hedge_at) if hedge_at.is_none_or(|h| cut <= h) => {
+                if first_cut == Some(cut) {
+                    attempt.set(None);
+                    let Some(run) = admitted.take() else {
+                        unreachable!("a running attempt was admitted")
+                    };
+                    call.timed_out(run, now)
+                } else {
+                    let Some((at, _)) = hedge_cut else {
+                        unreachable!("the earliest cut is a hedge's")
+                    };
+                    let (hedge, _) = hedges.swap_remove(at);
+                    call.timed_out(hedge, now)
+                }
+            }
+            (_, Some(hedge_at)) => call.next(now.max(hedge_at)),
+            _ => Step::Wait,
+        });
     }
 }
+
+/// When the driver next has something to do while attempts run: the earliest cut, or the
+/// hedge.
+fn wake_at<E, Fut>(
+    call: &Call<E>,
+    first_cut: Option<Instant>,
+    hedges: &[(Attempt, Pin<Box<Fut>>)],
+) -> Option<Instant> {
+    let hedge_cut = earliest_hedge_cut(hedges).map(|(_, at)| at);
+    [first_cut, hedge_cut, call.hedge_at()]
+        .into_iter()
+        .flatten()
+        .min()
+}
+
+/// The hedge cut first, and when.
+fn earliest_hedge_cut<Fut>(hedges: &[(Attempt, Pin<Box<Fut>>)]) -> Option<(usize, Instant)> {
+    hedges
+        .iter()
+        .enumerate()
+        .filter_map(|(at, (hedge, _))| hedge.cut_at().map(|cut| (at, cut)))
+        .min_by_key(|(_, cut)| *cut)
+}
+
+/// The first hedge that answered, and its answer.
+fn poll_hedges<Fut: Future>(
+    hedges: &mut [(Attempt, Pin<Box<Fut>>)],
+    cx: &mut Context<'_>,
+) -> Option<(usize, Fut::Output)> {
+    hedges
+        .iter_mut()
+        .enumerate()
+        .find_map(|(at, (_, future))| match future.as_mut().poll(cx) {
+            Poll::Ready(output) => Some((at, output)),
+            Poll::Pending => None,
+        })
+}
+
 impl<C, F, Fut, T, E> std::fmt::Debug for Execute<'_, C, F, Fut, T, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Execute")

@@ -5,12 +5,14 @@
 //! - `call`: one call's decisions between attempts, as a state machine every driver runs.
 //! - `execute`: the driver for async closures, `RetryPolicy::execute`.
 //! - `verdict`: what one attempt's outcome means; `error`: why a call stopped.
+//! - `hedge`: when a call starts another attempt beside the one in flight.
 //! - `ceiling` and `latency`: the measured attempt ceiling and the window it is measured over.
 
 pub mod call;
 pub(crate) mod ceiling;
 pub(crate) mod error;
 pub(crate) mod execute;
+pub(crate) mod hedge;
 pub mod latency;
 pub(crate) mod policy;
 mod timer;

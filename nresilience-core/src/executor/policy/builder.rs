@@ -8,6 +8,7 @@ use crate::budget::RetryBudget;
 use crate::criticality::Criticality;
 use crate::executor::ceiling::AttemptCeiling;
 use crate::executor::error::InvalidPolicy;
+use crate::executor::hedge::Hedge;
 use crate::guards::breaker::CircuitBreaker;
 use crate::guards::limiter::RateLimiter;
 
@@ -36,6 +37,7 @@ pub(super) fn default_config() -> Config {
         rate_limiter: None,
         circuit_breaker: None,
         jitter_seed: None,
+        hedge: None,
     }
 }
 
@@ -156,6 +158,13 @@ impl RetryPolicyBuilder {
         self
     }
 
+    /// Hedges an attempt that has not answered in time with another beside it (HG1), each
+    /// hedge paid for by the budget (HG2). Defaults to `None`: no hedging.
+    pub fn hedge(mut self, hedge: Option<Hedge>) -> Self {
+        self.config.hedge = hedge;
+        self
+    }
+
     /// The policy, or the first setting that cannot work.
     pub fn build(self) -> Result<RetryPolicy, InvalidPolicy> {
         let c = &self.config;
@@ -180,6 +189,21 @@ impl RetryPolicyBuilder {
                  max_attempts above 1 and a budget"
                     .to_owned(),
             ));
+        }
+        if let Some(hedge) = &c.hedge {
+            hedge.validate()?;
+            if c.max_attempts == 1 {
+                return Err(InvalidPolicy::new(
+                    "hedge needs max_attempts above 1: a hedge is a second attempt".to_owned(),
+                ));
+            }
+            if c.criticality == Criticality::Sheddable && !c.ambient_criticality {
+                return Err(InvalidPolicy::new(
+                    "hedge on a Sheddable policy never sends one: Sheddable calls are never \
+                     hedged (HG2)"
+                        .to_owned(),
+                ));
+            }
         }
         c.backoff.validate()?;
         c.budget.validate()?;

@@ -17,6 +17,8 @@ pub(crate) struct Estimate {
     /// A normal attempt's duration (the median), used to see whether a retry still fits
     /// before the deadline (E6).
     pub(crate) typical: Option<Duration>,
+    /// The hedge's quantile of the ceiling's window (HG1), once enough samples are in.
+    pub(crate) hedge: Option<Duration>,
 }
 
 /// The latency windows of one policy and the estimate fitted from them.
@@ -29,6 +31,8 @@ pub(crate) struct Estimate {
 pub(crate) struct Estimates {
     ceiling: Option<AttemptCeiling>,
     measured: Option<MeasuredBase>,
+    /// The quantile a hedge waits for (HG1), read from the ceiling's window.
+    hedge: Option<f64>,
     refresh_nanos: u64,
     windows: Option<Windows>,
     /// When the kept fit is due to be refitted: the end of the refresh interval it was
@@ -67,14 +71,16 @@ impl Estimates {
     pub(crate) fn new(
         ceiling: Option<AttemptCeiling>,
         measured: Option<MeasuredBase>,
+        hedge: Option<f64>,
     ) -> Option<Self> {
-        if ceiling.is_none() && measured.is_none() {
+        if ceiling.is_none() && measured.is_none() && hedge.is_none() {
             return None;
         }
         let refresh = ceiling.map_or(Duration::from_secs(1), |c| c.refresh);
         Some(Self {
             ceiling,
             measured,
+            hedge,
             refresh_nanos: u64::try_from(refresh.as_nanos()).unwrap_or(u64::MAX).max(1),
             windows: None,
             refit_at: None,
@@ -85,9 +91,13 @@ impl Estimates {
 
     #[inline]
     fn windows(&mut self, now: Instant) -> &mut Windows {
-        let (ceiling, measured) = (&self.ceiling, &self.measured);
+        // A hedge without a ceiling measures over the window a default ceiling would (E5).
+        let latency = self
+            .ceiling
+            .or_else(|| self.hedge.map(|_| AttemptCeiling::new()));
+        let measured = &self.measured;
         self.windows
-            .get_or_insert_with(|| Windows::new(*ceiling, *measured, now))
+            .get_or_insert_with(|| Windows::new(latency, *measured, now))
     }
 
     pub(crate) fn record(&mut self, duration: Duration, now: Instant) {
@@ -132,6 +142,7 @@ impl Estimates {
     fn short_of_samples(&self) -> bool {
         (self.ceiling.is_some() && self.fitted.ceiling.is_none())
             || (self.measured.is_some() && self.fitted.measured.is_none())
+            || (self.hedge.is_some() && self.fitted.hedge.is_none())
     }
 
     /// Whether every configured window holds its minimum of samples: a cheap count, before
@@ -167,6 +178,10 @@ impl Estimates {
             }
             _ => (None, None),
         };
+        let hedge = match (self.hedge, &windows.ceiling) {
+            (Some(quantile), Some(window)) => window.quantile(quantile, now),
+            _ => None,
+        };
         let measured = match (&self.measured, &windows.measured) {
             (Some(config), Some(window)) => window.quantile(config.quantile(), now),
             _ => None,
@@ -175,6 +190,7 @@ impl Estimates {
             ceiling,
             measured,
             typical: typical.or(measured),
+            hedge,
         }
     }
 }
@@ -186,7 +202,7 @@ mod tests {
     #[test]
     fn e5_ceiling_applies_after_minimum_samples_and_refreshes_per_interval() {
         let start = Instant::now();
-        let mut estimates = Estimates::new(Some(AttemptCeiling::default()), None).unwrap();
+        let mut estimates = Estimates::new(Some(AttemptCeiling::default()), None, None).unwrap();
         for i in 0..19 {
             estimates.record(Duration::from_millis(100), start + Duration::from_millis(i));
         }
@@ -234,7 +250,7 @@ mod tests {
     fn e5_frozen_slice_keeps_the_healthy_fit_through_a_slowdown() {
         let start = Instant::now();
         let ceiling = AttemptCeiling::default().refresh(Duration::from_secs(75));
-        let mut estimates = Estimates::new(Some(ceiling), None).unwrap();
+        let mut estimates = Estimates::new(Some(ceiling), None, None).unwrap();
         for i in 0..100 {
             estimates.record(Duration::from_millis(20), start + Duration::from_millis(i));
         }
@@ -262,7 +278,7 @@ mod tests {
         // Made long before it is used, as a policy built at start-up is.
         let made = Instant::now();
         let first = made + Duration::from_millis(10_500);
-        let mut estimates = Estimates::new(Some(AttemptCeiling::default()), None).unwrap();
+        let mut estimates = Estimates::new(Some(AttemptCeiling::default()), None, None).unwrap();
         for i in 0..20 {
             estimates.record(Duration::from_millis(100), first + Duration::from_millis(i));
         }
@@ -284,6 +300,6 @@ mod tests {
 
     #[test]
     fn no_estimator_without_a_ceiling_or_measured_base() {
-        assert!(Estimates::new(None, None).is_none());
+        assert!(Estimates::new(None, None, None).is_none());
     }
 }

@@ -48,6 +48,7 @@ use crate::backoff::{Backoff, NextAttempt};
 use crate::budget::{KeyedBuckets, RetryBudget, TokenBucket, DEFAULT_MAX_KEYS};
 use crate::criticality::Criticality;
 use crate::executor::ceiling::AttemptCeiling;
+use crate::executor::hedge::Hedge;
 use crate::guards::breaker::CircuitBreaker;
 use crate::guards::limiter::RateLimiter;
 use crate::telemetry::Instruments;
@@ -97,6 +98,7 @@ struct Config {
     rate_limiter: Option<Shared<RateLimiter>>,
     circuit_breaker: Option<Shared<CircuitBreaker>>,
     jitter_seed: Option<u64>,
+    hedge: Option<Hedge>,
 }
 
 /// A component shared by reference: equal when it is the same instance.
@@ -230,6 +232,11 @@ impl RetryPolicy {
         &self.inner.instruments
     }
 
+    /// When a call under this policy hedges (HG1), if it does.
+    pub fn hedge(&self) -> Option<Hedge> {
+        self.inner.config.hedge
+    }
+
     /// The latency estimate as of `now`, refitted when its refresh interval has passed. The
     /// first `now` it sees starts its refresh slices.
     pub(crate) fn estimate(&self, now: Instant) -> Estimate {
@@ -288,6 +295,7 @@ impl fmt::Debug for RetryPolicy {
             .field("criticality", &c.criticality)
             .field("rate_limiter", &c.rate_limiter.is_some())
             .field("circuit_breaker", &c.circuit_breaker.is_some())
+            .field("hedge", &c.hedge)
             .finish()
     }
 }
@@ -349,13 +357,19 @@ impl RetryPolicy {
             }
             if previous.config.attempt_ceiling == config.attempt_ceiling
                 && previous.config.backoff.measured_base() == config.backoff.measured_base()
+                && previous.config.hedge.and_then(|h| h.quantile())
+                    == config.hedge.and_then(|h| h.quantile())
             {
                 kept_estimates = previous.estimates.clone();
             }
         }
         let estimates = kept_estimates.or_else(|| {
-            Estimates::new(config.attempt_ceiling, config.backoff.measured_base())
-                .map(|e| Arc::new(Mutex::new(e)))
+            Estimates::new(
+                config.attempt_ceiling,
+                config.backoff.measured_base(),
+                config.hedge.and_then(|h| h.quantile()),
+            )
+            .map(|e| Arc::new(Mutex::new(e)))
         });
         let rng = config
             .jitter_seed
