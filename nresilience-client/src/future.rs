@@ -101,10 +101,15 @@ pin_project! {
         call: Call<TransportError>,
         admitted: Option<Attempt>,
         attempt_span: Span,
-        // Hedges in flight beside the attempt (HG1), and one waiting for the service.
-        hedges: Vec<Hedge<S::Future>>,
-        ready_hedge: Option<Attempt>,
+        // Hedges beside the attempt (HG1), out of line: most calls never hedge.
+        hedging: Option<Box<Hedging<S::Future>>>,
     }
+}
+
+/// The hedges of a call: those in flight, and one waiting for the service to be ready.
+struct Hedging<F> {
+    in_flight: Vec<Hedge<F>>,
+    waiting: Option<Attempt>,
 }
 
 /// A hedged attempt in flight.
@@ -160,8 +165,7 @@ where
             call,
             admitted: None,
             attempt_span: Span::none(),
-            hedges: Vec::new(),
-            ready_hedge: None,
+            hedging: None,
         }
     }
 }
@@ -363,12 +367,22 @@ where
         match step {
             Step::Run(attempt) => {
                 *this.admitted = Some(attempt);
-                let wake = wake_at(&this);
+                let wake = if this.call.may_hedge() {
+                    wake_at(&this)
+                } else {
+                    attempt.cut_at()
+                };
                 this.timer.as_mut().set(wake);
                 this.state.set(State::Ready);
             }
             Step::Hedge(attempt) => {
-                *this.ready_hedge = Some(attempt);
+                let hedging = this.hedging.get_or_insert_with(|| {
+                    Box::new(Hedging {
+                        in_flight: Vec::new(),
+                        waiting: None,
+                    })
+                });
+                hedging.waiting = Some(attempt);
                 let wake = wake_at(&this);
                 this.timer.as_mut().set(wake);
             }
@@ -385,14 +399,14 @@ where
             Step::Done(output) => {
                 // The attempts still in flight lost: dropped now.
                 this.state.set(State::Done);
-                this.hedges.clear();
-                *this.ready_hedge = None;
+                *this.hedging = None;
                 return Poll::Ready(output);
             }
         }
     }
 }
 
+#[inline(always)]
 fn admitted(attempt: &mut Option<Attempt>) -> Attempt {
     match attempt.take() {
         Some(attempt) => attempt,
@@ -412,38 +426,52 @@ where
     S::Error: Into<BoxError>,
     C: Classify<Result<Response<ResB>, TransportError>>,
 {
-    if let Some(hedge) = *this.ready_hedge {
-        match this.service.poll_ready(cx) {
-            Poll::Ready(Ok(())) => {
-                *this.ready_hedge = None;
-                let (span, request) = prepare(this, &hedge);
+    if let Some(hedge) = this.hedging.as_deref().and_then(|h| h.waiting) {
+        let ready = match this.service.poll_ready(cx) {
+            Poll::Ready(ready) => Some(ready),
+            Poll::Pending => None,
+        };
+        match ready {
+            Some(Ok(())) => {
+                let span = prepare(this, &hedge);
                 let future = {
                     let _entered = span.enter();
-                    Box::pin(this.service.call(request))
+                    Box::pin(this.service.call(request(this.source)))
                 };
-                this.hedges.push(Hedge {
-                    attempt: hedge,
-                    span,
-                    future,
-                });
+                if let Some(hedging) = this.hedging.as_deref_mut() {
+                    hedging.waiting = None;
+                    hedging.in_flight.push(Hedge {
+                        attempt: hedge,
+                        span,
+                        future,
+                    });
+                }
             }
-            Poll::Ready(Err(error)) => {
-                *this.ready_hedge = None;
+            Some(Err(error)) => {
+                if let Some(hedging) = this.hedging.as_deref_mut() {
+                    hedging.waiting = None;
+                }
                 let error = Err(TransportError::new(error));
                 return Poll::Ready(finish_attempt(this, hedge, error));
             }
-            Poll::Pending => {}
+            None => {}
         }
     }
-    let answered = this.hedges.iter_mut().enumerate().find_map(|(at, hedge)| {
-        let _entered = hedge.span.enter();
-        match hedge.future.as_mut().poll(cx) {
-            Poll::Ready(result) => Some((at, result)),
-            Poll::Pending => None,
-        }
+    let answered = this.hedging.as_deref_mut().and_then(|hedging| {
+        let answered = hedging
+            .in_flight
+            .iter_mut()
+            .enumerate()
+            .find_map(|(at, hedge)| {
+                let _entered = hedge.span.enter();
+                match hedge.future.as_mut().poll(cx) {
+                    Poll::Ready(result) => Some((at, result)),
+                    Poll::Pending => None,
+                }
+            });
+        answered.map(|(at, result)| (hedging.in_flight.swap_remove(at), result))
     });
-    if let Some((at, result)) = answered {
-        let hedge = this.hedges.swap_remove(at);
+    if let Some((hedge, result)) = answered {
         let result = result.map_err(TransportError::new);
         *this.attempt_span = hedge.span;
         return Poll::Ready(finish_attempt(this, hedge.attempt, result));
@@ -454,17 +482,24 @@ where
     let (cut, hedge_at) = (earliest_cut(this), this.call.hedge_at());
     Poll::Ready(match cut {
         Some((at, cut)) if hedge_at.is_none_or(|h| cut <= h) => match at {
-            None => {
+            Cut::First => {
                 this.state.set(State::Hedged);
                 telemetry::record_timeout(this.attempt_span);
                 let attempt = admitted(this.admitted);
                 this.call.timed_out(attempt, now)
             }
-            Some(at) => {
-                let hedge = this.hedges.swap_remove(at);
-                telemetry::record_timeout(&hedge.span);
-                this.call.timed_out(hedge.attempt, now)
-            }
+            Cut::Waiting => match this.hedging.as_deref_mut().and_then(|h| h.waiting.take()) {
+                Some(hedge) => this.call.timed_out(hedge, now),
+                None => Step::Wait,
+            },
+            Cut::Hedge(at) => match this.hedging.as_deref_mut() {
+                Some(hedging) => {
+                    let hedge = hedging.in_flight.swap_remove(at);
+                    telemetry::record_timeout(&hedge.span);
+                    this.call.timed_out(hedge.attempt, now)
+                }
+                None => Step::Wait,
+            },
         },
         _ => match hedge_at {
             Some(hedge_at) => this.call.next(now.max(hedge_at)),
@@ -473,21 +508,40 @@ where
     })
 }
 
-/// The attempt cut first, and when: `None` for the attempt the hedges run beside.
-fn earliest_cut<S, C, B>(this: &ResponseFutureProj<'_, S, C, B>) -> Option<(Option<usize>, Instant)>
+/// Which attempt a cut is for.
+#[derive(Clone, Copy)]
+enum Cut {
+    /// The attempt the hedges run beside.
+    First,
+    /// The hedge waiting for the service.
+    Waiting,
+    /// A hedge in flight, by its place.
+    Hedge(usize),
+}
+
+/// The attempt cut first, and when.
+fn earliest_cut<S, C, B>(this: &ResponseFutureProj<'_, S, C, B>) -> Option<(Cut, Instant)>
 where
     S: Service<Request<RetryBody>>,
 {
     // Admitted until it ends.
-    let first = this.admitted.and_then(|a| a.cut_at());
-    let hedges = this
-        .hedges
-        .iter()
-        .enumerate()
-        .filter_map(|(at, hedge)| hedge.attempt.cut_at().map(|cut| (Some(at), cut)));
-    first
-        .map(|cut| (None, cut))
+    let first = this
+        .admitted
+        .and_then(|a| a.cut_at())
+        .map(|cut| (Cut::First, cut));
+    let hedging = this.hedging.as_deref();
+    let waiting = hedging
+        .and_then(|h| h.waiting)
+        .and_then(|hedge| hedge.cut_at())
+        .map(|cut| (Cut::Waiting, cut));
+    let in_flight = hedging
         .into_iter()
+        .flat_map(|h| h.in_flight.iter().enumerate());
+    let hedges =
+        in_flight.filter_map(|(at, hedge)| hedge.attempt.cut_at().map(|cut| (Cut::Hedge(at), cut)));
+    first
+        .into_iter()
+        .chain(waiting)
         .chain(hedges)
         .min_by_key(|(_, cut)| *cut)
 }
@@ -499,11 +553,7 @@ where
     S: Service<Request<RetryBody>>,
 {
     let cut = earliest_cut(this).map(|(_, cut)| cut);
-    let waiting = this.ready_hedge.and_then(|hedge| hedge.cut_at());
-    [cut, waiting, this.call.hedge_at()]
-        .into_iter()
-        .flatten()
-        .min()
+    [cut, this.call.hedge_at()].into_iter().flatten().min()
 }
 
 /// Sends the admitted attempt: the first request as given, a retry rebuilt from the template.
@@ -514,53 +564,62 @@ where
     let Some(attempt) = *this.admitted else {
         unreachable!("an attempt is sent once admitted")
     };
-    let (span, request) = prepare(this, &attempt);
-    *this.attempt_span = span;
+    *this.attempt_span = prepare(this, &attempt);
     let future = {
         let _entered = this.attempt_span.enter();
-        this.service.call(request)
+        this.service.call(request(this.source))
     };
     this.state.set(State::Calling { future });
 }
 
-/// The request of `attempt` and its span.
+/// The span of `attempt`, with the request it is sent as made ready for it.
 ///
 /// What changes from attempt to attempt (the deadline, the trace context) is written into the
 /// template before it is copied, so the copy is made at its final size.
-fn prepare<S, C, B>(
-    this: &mut ResponseFutureProj<'_, S, C, B>,
-    attempt: &Attempt,
-) -> (Span, Request<RetryBody>)
+fn prepare<S, C, B>(this: &mut ResponseFutureProj<'_, S, C, B>, attempt: &Attempt) -> Span
 where
     S: Service<Request<RetryBody>>,
 {
     let timeout = attempt.timeout();
-    if let Source::Template(template) = this.source {
-        let span = telemetry::attempt_span(
-            this.call.span(),
-            template.method.as_str(),
-            &template.uri,
-            attempt,
-        );
-        stamp_deadline(&mut template.headers, timeout);
-        telemetry::inject_context(&span, &mut template.headers);
-        (span, template.request())
-    } else {
-        let Source::Once(request) = std::mem::replace(this.source, Source::Sent) else {
-            unreachable!("a call without a template makes one attempt")
-        };
-        let mut request = *request;
-        let span = telemetry::attempt_span(
-            this.call.span(),
-            request.method().as_str(),
-            request.uri(),
-            attempt,
-        );
-        let headers = request.headers_mut();
-        stamp_call(headers, call_facts(this.call));
-        stamp_deadline(headers, timeout);
-        telemetry::inject_context(&span, headers);
-        (span, request)
+    let call = &*this.call;
+    let (span, headers) = match this.source {
+        Source::Template(template) => {
+            let span = telemetry::attempt_span(
+                call.span(),
+                template.method.as_str(),
+                &template.uri,
+                attempt,
+            );
+            (span, &mut template.headers)
+        }
+        Source::Once(request) => {
+            let span = telemetry::attempt_span(
+                call.span(),
+                request.method().as_str(),
+                request.uri(),
+                attempt,
+            );
+            let headers = request.headers_mut();
+            stamp_call(headers, call_facts(call));
+            (span, headers)
+        }
+        Source::Sent => unreachable!("a call without a template makes one attempt"),
+    };
+    stamp_deadline(headers, timeout);
+    telemetry::inject_context(&span, headers);
+    span
+}
+
+/// The request the next attempt is sent as: a copy of the template, or the one request of a
+/// call that makes one attempt. Built where it is passed on, not moved there.
+#[inline(always)]
+fn request(source: &mut Source) -> Request<RetryBody> {
+    if let Source::Template(template) = source {
+        return template.request();
+    }
+    match std::mem::replace(source, Source::Sent) {
+        Source::Once(request) => *request,
+        _ => unreachable!("a call without a template makes one attempt"),
     }
 }
 
@@ -574,6 +633,7 @@ fn call_facts(call: &Call<TransportError>) -> CallFacts {
 }
 
 /// Classifies a finished attempt and hands it to the call.
+#[inline(always)]
 fn finish_attempt<S, C, B, ResB>(
     this: &mut ResponseFutureProj<'_, S, C, B>,
     attempt: Attempt,

@@ -171,6 +171,7 @@ where
             .map_err(|error| RetryError::not_attempted(TransportError::new(error)))
     }
 
+    #[inline]
     fn call(&mut self, request: Request<B>) -> Self::Future {
         // The ready service makes the first attempt; the clone left behind serves the next
         // caller (readiness is used once).

@@ -32,7 +32,8 @@ pub const BUDGET_UTILIZATION: &str = "nresilience.budget.utilization";
 
 /// Tag: the policy's name.
 pub const POLICY: &str = "nresilience.policy";
-/// Tag: an attempt's verdict (`ok`, `transient`, `throttled`, `permanent`).
+/// Tag: an attempt's verdict (`ok`, `transient`, `throttled`, `permanent`; `cancelled` for an
+/// attempt dropped because another answered first).
 pub const VERDICT: &str = "nresilience.verdict";
 /// Tag: a call's outcome (`succeeded`, `budget_exhausted` …).
 pub const OUTCOME: &str = "nresilience.outcome";
@@ -197,6 +198,13 @@ impl Instruments {
             KeyValue::new(POTENTIAL_ATTEMPTS, i64::from(potential_attempts)),
         ];
         self.nested_retries.add(1, &tags);
+    }
+
+    /// Attempts dropped unanswered because another answered first (HG1): counted as
+    /// attempts, with the verdict `cancelled` and no duration.
+    pub(crate) fn cancelled_attempts(&self, count: u32) {
+        self.attempts
+            .add(u64::from(count), &self.tag(VERDICT, CANCELLED));
     }
 
     /// A hedge sent, or suppressed by the budget (HG2).

@@ -155,6 +155,15 @@ async fn b12_c3_c4_hg2_counters_histograms_and_gauge_carry_the_original_names_an
         get(&points, HEDGES, &[h, ("nresilience.outcome", "suppressed")]),
         1.0
     );
+    // The first attempt the hedge beat is an attempt too, dropped unanswered.
+    assert_eq!(
+        get(
+            &points,
+            ATTEMPTS,
+            &[h, ("nresilience.verdict", "cancelled")]
+        ),
+        1.0
+    );
     let p = ("nresilience.policy", "orders");
     // C3: calls and refusals carry the call's criticality.
     let c = ("nresilience.criticality", "normal");

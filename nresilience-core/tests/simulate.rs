@@ -380,3 +380,48 @@ fn invalid_fleets_say_why() {
     assert!(error.reason().contains("add members"), "{error}");
     assert!(Simulation::fleet([]).run(1).is_err());
 }
+
+/// S1's policy hedging at p95 (or not), against S1's dependency for a minute: healthy, or with
+/// a brownout 8× slower from 10 s for 30 s.
+fn hedging(hedge: bool, budget: bool, brownout: bool) -> SimulationReport {
+    let policy = s1_policy(budget, s(1))
+        .to_builder()
+        .hedge(hedge.then(nresilience_core::Hedge::default))
+        .build()
+        .unwrap();
+    let dependency = Dependency::healthy(ms(20), ms(200));
+    let dependency = if brownout {
+        dependency.brownout(s(10), 8.0, s(30))
+    } else {
+        dependency
+    };
+    Simulation::policy(policy)
+        .against(dependency)
+        .under(Load::constant(500.0))
+        .for_duration(s(60))
+        .run(42)
+        .unwrap()
+}
+
+#[test]
+fn hg1_hedging_at_p95_halves_the_healthy_p99_9_for_at_most_6_percent_more_load() {
+    let (plain, hedged) = (hedging(false, true, false), hedging(true, true, false));
+    let (before, after) = (plain.latency(0.999), hedged.latency(0.999));
+    assert!(after * 2 <= before, "p99.9 {before:?} → {after:?}");
+    assert!(hedged.latency(0.99) < plain.latency(0.99));
+    let extra = hedged.load_multiplier() - plain.load_multiplier();
+    assert!(extra > 0.01 && extra <= 0.06, "{extra}");
+}
+
+#[test]
+fn hg2_through_a_brownout_the_budget_holds_hedges_to_its_bound() {
+    let budgeted = hedging(true, true, true);
+    assert!(budgeted.amplification <= 1.17, "{}", budgeted.amplification);
+    // Unpaid for, the same hedges are the storm.
+    let unbudgeted = hedging(true, false, true);
+    assert!(
+        unbudgeted.amplification > 1.5,
+        "{}",
+        unbudgeted.amplification
+    );
+}

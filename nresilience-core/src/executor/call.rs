@@ -249,19 +249,20 @@ pub struct Call<E> {
     attempts: u32,
     /// When the latest attempt started: a hedge follows it by the hedge's delay.
     attempt_started: Instant,
-    /// When the attempt that opened the attempts in flight started, and its number while it
-    /// runs (`0` once it ended).
-    first_started: Instant,
-    first_running: u32,
     in_flight: u32,
+    /// Whether this call may hedge at all (HG1–HG3).
+    may_hedge: bool,
     /// Whether this call sends no more hedges: the budget refused one, or the dependency
     /// throttled.
     hedging_stopped: bool,
+    /// When the attempts in flight are hedged, as fitted when the latest one started.
+    hedge_due: Option<Instant>,
     estimate: Estimate,
-    /// The breaker permit of attempt `permit_of`, and of hedges beside it.
+    /// The breaker permit of attempt `permit_of`.
     permit: Option<BreakerPermit>,
     permit_of: u32,
-    hedge_permits: Vec<(u32, BreakerPermit)>,
+    /// What only a call that hedged keeps, out of line.
+    hedged: Option<Box<Hedged>>,
     /// A token withdrawn for the next retry: spent when the retry goes out, returned if the
     /// call ends first (B13).
     token: bool,
@@ -313,6 +314,12 @@ impl<E> Call<E> {
                 span: Span::none(),
             })
         });
+        let criticality = inbound
+            .criticality
+            .filter(|_| policy.ambient_criticality())
+            .unwrap_or(policy.criticality());
+        let may_hedge =
+            policy.hedge().is_some() && max_attempts > 1 && criticality != Criticality::Sheddable;
         let span = tracing::info_span!(
             "resilience",
             otel.name = field::display(format_args!("resilience {}", policy.name())),
@@ -327,21 +334,18 @@ impl<E> Call<E> {
             deadline: deadline(policy, now, &inbound),
             depth: inbound.depth.saturating_add(1),
             attempts_above: inbound.attempts,
-            criticality: inbound
-                .criticality
-                .filter(|_| policy.ambient_criticality())
-                .unwrap_or(policy.criticality()),
+            criticality,
             max_attempts,
             attempts: 0,
             attempt_started: now,
-            first_started: now,
-            first_running: 0,
             in_flight: 0,
+            may_hedge,
             hedging_stopped: false,
+            hedge_due: None,
             estimate: Estimate::default(),
             permit: None,
             permit_of: 0,
-            hedge_permits: Vec::new(),
+            hedged: None,
             token: false,
             refilled: false,
             phase: Phase::Ready,
@@ -356,6 +360,7 @@ impl<E> Call<E> {
     pub fn single_attempt(&mut self) {
         if self.attempts == 0 {
             self.max_attempts = 1;
+            self.may_hedge = false;
             self.nested = None;
         }
     }
@@ -435,29 +440,18 @@ impl<E> Call<E> {
     /// after the deadline.
     #[inline]
     pub fn hedge_at(&self) -> Option<Instant> {
-        let hedge = self.policy.hedge()?;
-        if self.phase != Phase::Attempting
-            || self.hedging_stopped
-            || self.attempts >= self.max_attempts
-            || self.criticality == Criticality::Sheddable
-        {
+        if !matches!(self.phase, Phase::Attempting) || self.hedging_stopped {
             return None;
         }
-        let delay = hedge.delay().or(self.estimate.hedge)?;
-        let at = clock::after(self.attempt_started, delay);
-        match self.deadline {
-            Some(deadline) if at >= deadline => None,
-            _ => Some(at),
-        }
+        self.hedge_due
     }
 
     /// Whether this call may hedge at all: its policy hedges, it may make more than one
     /// attempt, and it is not `Sheddable` (HG1–HG3). A driver that runs one attempt at a time
     /// more cheaply keeps to that when this is `false`.
+    #[inline]
     pub fn may_hedge(&self) -> bool {
-        self.policy.hedge().is_some()
-            && self.max_attempts > 1
-            && self.criticality != Criticality::Sheddable
+        self.may_hedge
     }
 
     /// How many attempts are running.
@@ -502,14 +496,10 @@ impl<E> Call<E> {
             }
             self.cancel_others();
         }
-        // A hedge that won while the first attempt still ran says that attempt took at least
-        // this long: the window keeps the tail the hedge hid, and the trigger stays put.
-        let sample = if attempt.hedge && self.first_running != 0 {
-            now.saturating_duration_since(self.first_started)
-        } else {
-            duration
+        let sample = match self.hedged.as_deref_mut() {
+            Some(hedged) => hedged.sample(&attempt, duration, now),
+            None => duration,
         };
-        self.first_running = 0;
         match result {
             Ok(value) => match self.decide(verdict, sample, now) {
                 Decision::Stop(reason) if answers(reason) => {
@@ -546,7 +536,6 @@ impl<E> Call<E> {
         if self.in_flight > 0 {
             return Step::Wait;
         }
-        self.first_running = 0;
         let decision = self.decide(Verdict::TRANSIENT, duration, now);
         self.step(decision, now)
     }
@@ -593,14 +582,15 @@ impl<E> Call<E> {
         }
         // The token, if any, paid for this retry: it goes out.
         self.token = false;
-        self.first_started = now;
-        self.first_running = self.attempts;
+        if let Some(hedged) = self.hedged.as_deref_mut() {
+            hedged.first = Some((self.attempts, now));
+        }
         Step::Run(self.admit(now, left, false))
     }
 
     /// Starts the attempt numbered `self.attempts` at `now`, bounded by the attempt timeout,
     /// the measured ceiling and the time `left`.
-    #[inline]
+    #[inline(always)]
     fn admit(&mut self, now: Instant, left: Option<Duration>, hedge: bool) -> Attempt {
         tracing::event!(parent: &self.span, Level::DEBUG, attempt = i64::from(self.attempts), hedge, "nresilience.attempt");
         self.estimate = self.policy.estimate(now);
@@ -615,6 +605,9 @@ impl<E> Call<E> {
             timeout = Some(timeout.map_or(left, |t| t.min(left)));
         }
         self.attempt_started = now;
+        if self.may_hedge {
+            self.hedge_due = self.hedge_due(now);
+        }
         self.in_flight += 1;
         self.phase = Phase::Attempting;
         Attempt {
@@ -624,6 +617,20 @@ impl<E> Call<E> {
             started: now,
             ceiling_binds,
             hedge,
+        }
+    }
+
+    /// When attempts in flight from `now` are hedged: never once the attempts are used up, nor
+    /// at or past the deadline.
+    fn hedge_due(&self, now: Instant) -> Option<Instant> {
+        if self.attempts >= self.max_attempts {
+            return None;
+        }
+        let hedge = self.policy.hedge()?;
+        let at = clock::after(now, hedge.delay().or(self.estimate.hedge)?);
+        match self.deadline {
+            Some(deadline) if at >= deadline => None,
+            _ => Some(at),
         }
     }
 
@@ -661,9 +668,12 @@ impl<E> Call<E> {
         if limited {
             return self.stop_hedging();
         }
+        let hedged = self
+            .hedged
+            .get_or_insert_with(|| Hedged::new(self.attempts, self.attempt_started));
         self.attempts += 1;
         if let Some(permit) = permit {
-            self.hedge_permits.push((self.attempts, permit));
+            hedged.permits.push((self.attempts, permit));
         }
         self.policy.instruments().hedge(true);
         let left = self.time_left(now);
@@ -685,25 +695,33 @@ impl<E> Call<E> {
     /// breaker slots they held go back unrecorded (G4).
     #[cold]
     fn cancel_others(&mut self) {
+        self.policy.instruments().cancelled_attempts(self.in_flight);
         self.in_flight = 0;
         self.phase = Phase::Ready;
         self.permit = None;
-        self.hedge_permits.clear();
+        if let Some(hedged) = self.hedged.as_deref_mut() {
+            hedged.permits.clear();
+        }
     }
 
     /// Closes `attempt`: its duration, metrics and breaker outcome.
-    #[inline]
+    #[inline(always)]
     fn end_attempt(&mut self, attempt: &Attempt, verdict: Verdict, now: Instant) -> Duration {
         assert!(
-            self.phase == Phase::Attempting && self.in_flight > 0,
+            matches!(self.phase, Phase::Attempting) && self.in_flight > 0,
             "no attempt is running"
         );
         self.in_flight -= 1;
         if self.in_flight == 0 {
             self.phase = Phase::Ready;
         }
-        if attempt.number == self.first_running && self.in_flight > 0 {
-            self.first_running = 0;
+        if let Some(hedged) = self.hedged.as_deref_mut() {
+            if hedged
+                .first
+                .is_some_and(|(first, _)| first == attempt.number)
+            {
+                hedged.first = None;
+            }
         }
         let duration = now.saturating_duration_since(attempt.started);
         self.policy
@@ -727,11 +745,13 @@ impl<E> Call<E> {
         let Some(breaker) = self.policy.circuit_breaker() else {
             return;
         };
-        let permit = if self.permit_of == attempt {
-            self.permit.take()
-        } else {
-            let at = self.hedge_permits.iter().position(|(n, _)| *n == attempt);
-            at.map(|at| self.hedge_permits.swap_remove(at).1)
+        let permit = match self.hedged.as_deref_mut() {
+            _ if self.permit_of == attempt => self.permit.take(),
+            Some(hedged) => {
+                let at = hedged.permits.iter().position(|(n, _)| *n == attempt);
+                at.map(|at| hedged.permits.swap_remove(at).1)
+            }
+            None => None,
         };
         if let Some(permit) = permit {
             breaker.record(permit, outcome, now);
@@ -972,7 +992,9 @@ impl<E> Drop for Call<E> {
     fn drop(&mut self) {
         self.return_token();
         // A probe slot held by a cancelled attempt goes back when its permit drops (G4).
-        if self.phase != Phase::Done && (self.attempts > 0 || self.phase != Phase::Ready) {
+        if !matches!(self.phase, Phase::Done)
+            && (self.attempts > 0 || !matches!(self.phase, Phase::Ready))
+        {
             let now = clock::now();
             let elapsed = now.saturating_duration_since(self.started);
             self.record_end(None, elapsed, now);
@@ -1024,6 +1046,38 @@ fn answers(reason: StopReason) -> bool {
             | StopReason::Overloaded
             | StopReason::RetriedBelow
     )
+}
+
+/// What a call that hedged keeps.
+#[derive(Debug)]
+struct Hedged {
+    /// The number and start of the attempt the hedges run beside, while it runs.
+    first: Option<(u32, Instant)>,
+    /// The breaker permits of hedges in flight.
+    permits: Vec<(u32, BreakerPermit)>,
+}
+
+impl Hedged {
+    #[cold]
+    fn new(first: u32, started: Instant) -> Box<Self> {
+        Box::new(Self {
+            first: Some((first, started)),
+            permits: Vec::new(),
+        })
+    }
+
+    /// The latency sample a success of `attempt` after `duration` gives the window. A hedge
+    /// that wins while the first attempt still runs says that attempt took at least as long as
+    /// it has waited: the window keeps the tail the hedge hid, and the trigger stays put.
+    fn sample(&mut self, attempt: &Attempt, duration: Duration, now: Instant) -> Duration {
+        let first = self.first.take();
+        match first {
+            Some((number, started)) if attempt.hedge && number != attempt.number => {
+                now.saturating_duration_since(started)
+            }
+            _ => duration,
+        }
+    }
 }
 
 /// A retrying call started inside a retrying context, and what it targets.

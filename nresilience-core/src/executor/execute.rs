@@ -53,7 +53,7 @@ impl RetryPolicy {
             running: Running {
                 attempt: None,
                 admitted: None,
-                hedges: Vec::new(),
+                hedges: None,
                 timer: Timer::new(),
             },
             output: PhantomData,
@@ -80,6 +80,9 @@ pin_project! {
     }
 }
 
+/// Hedges in flight, each with its attempt.
+type Hedges<Fut> = Vec<(Attempt, Pin<Box<Fut>>)>;
+
 pin_project! {
     /// The attempts in flight and the call's one timer.
     #[project = RunningProj]
@@ -89,8 +92,8 @@ pin_project! {
         #[pin]
         attempt: Option<Fut>,
         admitted: Option<Attempt>,
-        // Hedges beside it (HG1).
-        hedges: Vec<(Attempt, Pin<Box<Fut>>)>,
+        // Hedges beside it (HG1), out of line: most calls never hedge.
+        hedges: Option<Box<Hedges<Fut>>>,
         #[pin]
         timer: Timer,
     }
@@ -159,8 +162,14 @@ where
                 Step::Run(run) => {
                     attempt.set(Some(make_attempt(run)));
                     *admitted = Some(run);
+                    timer.as_mut().set(run.cut_at());
                 }
-                Step::Hedge(hedge) => hedges.push((hedge, Box::pin(make_attempt(hedge)))),
+                Step::Hedge(hedge) => {
+                    let future = Box::pin(make_attempt(hedge));
+                    hedges
+                        .get_or_insert_with(Box::default)
+                        .push((hedge, future));
+                }
                 Step::Wait => {}
                 Step::Sleep(until) => {
                     timer.as_mut().set(Some(until));
@@ -171,14 +180,22 @@ where
                 Step::Done(result) => {
                     // The attempts still in flight lost: dropped now, not when the call is.
                     attempt.set(None);
-                    hedges.clear();
+                    *hedges = None;
                     return Poll::Ready(result);
                 }
             }
-            let first_cut = admitted
-                .filter(|_| attempt.is_some())
-                .and_then(|a| a.cut_at());
-            timer.as_mut().set(wake_at(call, first_cut, hedges));
+            if let Some(hedge_at) = call.hedge_at() {
+                let first_cut = admitted
+                    .filter(|_| attempt.is_some())
+                    .and_then(|a| a.cut_at());
+                let wake = wake_at(first_cut, hedges).map_or(hedge_at, |at| at.min(hedge_at));
+                timer.as_mut().set(Some(wake));
+            } else if call.may_hedge() {
+                let first_cut = admitted
+                    .filter(|_| attempt.is_some())
+                    .and_then(|a| a.cut_at());
+                timer.as_mut().set(wake_at(first_cut, hedges));
+            }
         }
         if let Some(running) = attempt.as_mut().as_pin_mut() {
             if let Poll::Ready(result) = running.poll(cx) {
@@ -191,13 +208,16 @@ where
                 continue;
             }
         }
-        if let Some((at, result)) = poll_hedges(hedges, cx) {
-            let (hedge, _) = hedges.swap_remove(at);
-            let verdict = classifier.classify(&result);
-            step = Some(call.attempted(hedge, result, verdict, clock::now()));
-            continue;
+        if let Some(in_flight) = hedges.as_deref_mut() {
+            if let Some((at, result)) = poll_hedges(in_flight, cx) {
+                let (hedge, _) = in_flight.swap_remove(at);
+                let verdict = classifier.classify(&result);
+                step = Some(call.attempted(hedge, result, verdict, clock::now()));
+                continue;
+            }
         }
-        if attempt.is_none() && hedges.is_empty() {
+        let hedging = hedges.as_deref().is_some_and(|h| !h.is_empty());
+        if attempt.is_none() && !hedging {
             // Between attempts: the backoff or the rejection pause.
             ready!(timer.as_mut().poll(cx));
             step = Some(call.next(clock::now()));
@@ -224,10 +244,11 @@ where
                     };
                     call.timed_out(run, now)
                 } else {
-                    let Some((at, _)) = hedge_cut else {
+                    let (Some((at, _)), Some(in_flight)) = (hedge_cut, hedges.as_deref_mut())
+                    else {
                         unreachable!("the earliest cut is a hedge's")
                     };
-                    let (hedge, _) = hedges.swap_remove(at);
+                    let (hedge, _) = in_flight.swap_remove(at);
                     call.timed_out(hedge, now)
                 }
             }
@@ -237,24 +258,22 @@ where
     }
 }
 
-/// When the driver next has something to do while attempts run: the earliest cut, or the
-/// hedge.
-fn wake_at<E, Fut>(
-    call: &Call<E>,
-    first_cut: Option<Instant>,
-    hedges: &[(Attempt, Pin<Box<Fut>>)],
-) -> Option<Instant> {
-    let hedge_cut = earliest_hedge_cut(hedges).map(|(_, at)| at);
-    [first_cut, hedge_cut, call.hedge_at()]
-        .into_iter()
-        .flatten()
-        .min()
+/// The earliest cut of the attempts in flight.
+#[inline]
+fn wake_at<Fut>(first_cut: Option<Instant>, hedges: &Option<Box<Hedges<Fut>>>) -> Option<Instant> {
+    let cuts = hedges.iter().flat_map(|hedges| hedges.iter());
+    let mut wake = first_cut;
+    for at in cuts.filter_map(|(hedge, _)| hedge.cut_at()) {
+        wake = Some(wake.map_or(at, |wake| wake.min(at)));
+    }
+    wake
 }
 
 /// The hedge cut first, and when.
-fn earliest_hedge_cut<Fut>(hedges: &[(Attempt, Pin<Box<Fut>>)]) -> Option<(usize, Instant)> {
+fn earliest_hedge_cut<Fut>(hedges: &Option<Box<Hedges<Fut>>>) -> Option<(usize, Instant)> {
     hedges
         .iter()
+        .flat_map(|hedges| hedges.iter())
         .enumerate()
         .filter_map(|(at, (hedge, _))| hedge.cut_at().map(|cut| (at, cut)))
         .min_by_key(|(_, cut)| *cut)

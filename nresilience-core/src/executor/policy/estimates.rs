@@ -55,7 +55,14 @@ impl Windows {
     /// every later attempt takes.
     #[cold]
     #[inline(never)]
-    fn new(ceiling: Option<AttemptCeiling>, measured: Option<MeasuredBase>, now: Instant) -> Self {
+    fn new(
+        ceiling: Option<AttemptCeiling>,
+        measured: Option<MeasuredBase>,
+        hedge: bool,
+        now: Instant,
+    ) -> Self {
+        // A hedge without a ceiling measures over the window a default ceiling would (E5).
+        let ceiling = ceiling.or_else(|| hedge.then(AttemptCeiling::new));
         Self {
             origin: now,
             ceiling: ceiling
@@ -91,13 +98,9 @@ impl Estimates {
 
     #[inline]
     fn windows(&mut self, now: Instant) -> &mut Windows {
-        // A hedge without a ceiling measures over the window a default ceiling would (E5).
-        let latency = self
-            .ceiling
-            .or_else(|| self.hedge.map(|_| AttemptCeiling::new()));
-        let measured = &self.measured;
+        let (ceiling, measured, hedge) = (&self.ceiling, &self.measured, &self.hedge);
         self.windows
-            .get_or_insert_with(|| Windows::new(latency, *measured, now))
+            .get_or_insert_with(|| Windows::new(*ceiling, *measured, hedge.is_some(), now))
     }
 
     pub(crate) fn record(&mut self, duration: Duration, now: Instant) {
