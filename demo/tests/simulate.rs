@@ -184,3 +184,55 @@ fn d5_the_metastable_scenario_refuses_the_storms_flags() {
     assert_eq!(runs.len(), 2, "one budget, both ceilings");
     assert!(runs.iter().all(|r| r["budget"] == "off" && r["seed"] == 3));
 }
+
+#[test]
+fn hg1_hg2_simulate_hedge_prints_latency_and_load_with_and_without_hedging() {
+    let args = [
+        "--hedge",
+        "p95",
+        "--duration",
+        "40s",
+        "--brownout-after",
+        "10s",
+        "--brownout-lasting",
+        "20s",
+        "--json",
+    ];
+    let stdout = simulate(&args);
+    assert_eq!(
+        stdout,
+        simulate(&args),
+        "the same seed, the same bytes (S2)"
+    );
+    let runs: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        runs.len(),
+        8,
+        "healthy and brownout × budget off and on × hedge none and p95"
+    );
+    let find = |weather: &str, budget: &str, hedge: &str| {
+        runs.iter()
+            .find(|r| r["weather"] == weather && r["budget"] == budget && r["hedge"] == hedge)
+            .unwrap_or_else(|| panic!("no run {weather} {budget} {hedge}"))
+    };
+    let f = |run: &Value, key: &str| run[key].as_f64().unwrap();
+    let (plain, hedged) = (find("healthy", "on", "none"), find("healthy", "on", "p95"));
+    assert!(f(hedged, "latency_p999_ms") < f(plain, "latency_p999_ms"));
+    assert!(f(hedged, "load_multiplier") > f(plain, "load_multiplier"));
+    // The budget holds the brownout's hedges; without it they are the storm.
+    let held = f(find("brownout", "on", "p95"), "amplification");
+    let storm = f(find("brownout", "off", "p95"), "amplification");
+    assert!(held <= 1.17 && storm > held, "{held} {storm}");
+
+    for bad in ["p0", "p100", "0ms", "soon"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_demo"))
+            .args(["simulate", "--hedge", bad])
+            .output()
+            .expect("the demo binary runs");
+        assert!(!output.status.success(), "--hedge {bad} was accepted");
+        assert!(String::from_utf8_lossy(&output.stderr).contains("--hedge"));
+    }
+}

@@ -6,6 +6,7 @@
 //! with a 10 s deadline. See `docs/simulation.md` for the figures and what they mean.
 
 mod fleet;
+mod hedging;
 mod metastable;
 
 use std::error::Error;
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nresilience_core::simulate::{Dependency, Load, Second, Simulation, SimulationReport, Tail};
-use nresilience_core::{AttemptCeiling, RetryBudget, RetryPolicy};
+use nresilience_core::{AttemptCeiling, Hedge, RetryBudget, RetryPolicy};
 use serde_json::json;
 
 type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
@@ -83,6 +84,13 @@ pub(crate) struct Args {
     /// run it with the budget off, on, and on without its floor.
     #[arg(long, conflicts_with_all = ["hops", "plot", "compare_refresh", "budget"])]
     fleet: bool,
+    /// Run the dependency healthy and through its brownout, each without and with hedging
+    /// after this trigger (`p95`: the 95th percentile of recent attempts; or a delay such as
+    /// `50ms`), and print (and with `--plot`, chart) p50, p99, p99.9 and the load multiplier.
+    #[arg(long, value_parser = parse_hedge, conflicts_with_all = [
+        "hops", "chain_rules", "fleet", "compare_refresh",
+    ])]
+    hedge: Option<Hedge>,
     /// Write an SVG chart of the attempts reaching the dependency per second (with
     /// `--scenario metastable`: the users' success rate and the db's load per second).
     #[arg(long)]
@@ -94,7 +102,7 @@ pub(crate) struct Args {
     #[arg(long, value_enum, conflicts_with_all = [
         "rate", "duration", "p50", "p99", "tail", "brownout_after", "brownout_slower",
         "brownout_lasting", "failing", "ceiling_refresh", "compare_refresh", "ceiling_learns",
-        "hops", "chain_rules", "fleet",
+        "hops", "chain_rules", "fleet", "hedge",
     ])]
     scenario: Option<Scenario>,
 }
@@ -159,6 +167,9 @@ pub(crate) fn main(args: &Args) -> Result<()> {
     if args.scenario == Some(Scenario::Metastable) {
         return metastable::main(args);
     }
+    if let Some(hedge) = args.hedge {
+        return hedging::main(args, hedge);
+    }
     let dependency = dependency(args);
     if args.fleet {
         return fleet::main(args, &dependency);
@@ -170,16 +181,8 @@ pub(crate) fn main(args: &Args) -> Result<()> {
     let budgets = args.budget.budgets();
     if !args.json {
         println!(
-            "storm: {} calls/s for {:?} against p50 {:?} / p99 {:?} ({:?} tail), {}× slower from {:?} for {:?}; seed {}; {} polic{} in series",
-            args.rate,
-            args.duration,
-            args.p50,
-            args.p99,
-            args.tail,
-            args.brownout_slower,
-            args.brownout_after,
-            args.brownout_lasting,
-            args.seed,
+            "storm: {}; {} polic{} in series",
+            storm(args),
             args.hops,
             if args.hops == 1 { "y" } else { "ies" },
         );
@@ -227,19 +230,39 @@ pub(crate) fn main(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// The load and the dependency the arguments set, for a table's first line.
+fn storm(args: &Args) -> String {
+    format!(
+        "{} calls/s for {:?} against p50 {:?} / p99 {:?} ({:?} tail), {}× slower from {:?} for {:?}; seed {}",
+        args.rate,
+        args.duration,
+        args.p50,
+        args.p99,
+        args.tail,
+        args.brownout_slower,
+        args.brownout_after,
+        args.brownout_lasting,
+        args.seed,
+    )
+}
+
 /// SPEC S1's dependency, with the knobs the arguments turn.
 fn dependency(args: &Args) -> Dependency {
+    healthy(args).brownout(
+        args.brownout_after,
+        args.brownout_slower,
+        args.brownout_lasting,
+    )
+}
+
+/// SPEC S1's dependency without its brownout.
+fn healthy(args: &Args) -> Dependency {
     let tail = match args.tail {
         TailSetting::LogLogistic => Tail::LogLogistic,
         TailSetting::LogNormal => Tail::LogNormal,
     };
     Dependency::healthy(args.p50, args.p99)
         .tail(tail)
-        .brownout(
-            args.brownout_after,
-            args.brownout_slower,
-            args.brownout_lasting,
-        )
         .failing(args.failing)
 }
 
@@ -491,9 +514,40 @@ fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
     Duration::try_from_secs_f64(seconds).map_err(|e| format!("`{text}`: {e}"))
 }
 
+/// `p95` (a quantile of recent latency, as a percentile) or a delay such as `50ms`.
+fn parse_hedge(text: &str) -> std::result::Result<Hedge, String> {
+    let text = text.trim();
+    let Some(percentile) = text.strip_prefix('p') else {
+        let delay = parse_duration(text)?;
+        if delay.is_zero() {
+            return Err("a hedge delay must be longer than zero".to_owned());
+        }
+        return Ok(Hedge::after(delay));
+    };
+    match percentile.parse::<f64>() {
+        Ok(p) if p > 0.0 && p < 100.0 => Ok(Hedge::at_quantile(p / 100.0)),
+        _ => Err(format!(
+            "`{text}` is not a percentile between p0 and p100 (exclusive), like p95 or p99.5"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hedge_triggers_parse_as_percentiles_or_delays() {
+        assert_eq!(parse_hedge("p95"), Ok(Hedge::at_quantile(0.95)));
+        assert_eq!(parse_hedge("p99.5"), Ok(Hedge::at_quantile(0.995)));
+        assert_eq!(
+            parse_hedge("50ms"),
+            Ok(Hedge::after(Duration::from_millis(50)))
+        );
+        for bad in ["p0", "p100", "pfast", "0ms", "soon"] {
+            assert!(parse_hedge(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations_parse_with_and_without_units() {
