@@ -1,6 +1,6 @@
 //! The success path of one call: the closure alone, under nresilience's default policy (with
-//! the no-op meter provider, and recording into the OpenTelemetry SDK's), and under backon's
-//! default `retry`, in the same run.
+//! the no-op meter provider, and recording into the OpenTelemetry SDK's; and hedging at p95,
+//! configured but not triggered), and under backon's default `retry`, in the same run.
 //!
 //! Run: `cargo bench -p nresilience-core --bench execute`.
 //!
@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 use criterion::{criterion_group, Criterion};
-use nresilience_core::RetryPolicy;
+use nresilience_core::{Hedge, RetryPolicy};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use tokio::runtime::Runtime;
 
@@ -83,6 +83,16 @@ fn rows(runtime: &Runtime, row: &mut Row<'_>) {
     row(runtime, "nresilience", &|| {
         let policy = policy.clone();
         Box::pin(async move { drop(policy.execute(|_| work()).await) })
+    });
+    let hedging = policy
+        .to_builder()
+        .name("bench-hedging")
+        .hedge(Some(Hedge::default()))
+        .build()
+        .expect("valid policy");
+    row(runtime, "nresilience_hedging", &|| {
+        let hedging = hedging.clone();
+        Box::pin(async move { drop(hedging.execute(|_| work()).await) })
     });
     row(runtime, "nresilience_bare", &|| {
         let bare = bare.clone();
