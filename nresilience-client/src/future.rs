@@ -106,10 +106,12 @@ pin_project! {
     }
 }
 
-/// The hedges of a call: those in flight, and one waiting for the service to be ready.
+/// The hedges of a call.
 struct Hedging<F> {
     in_flight: Vec<Hedge<F>>,
-    waiting: Option<Attempt>,
+    /// A hedge is due and waits for the service to be ready: it is asked of the call (and
+    /// paid for) only once the service can take it at once.
+    awaits_service: bool,
 }
 
 /// A hedged attempt in flight.
@@ -339,7 +341,7 @@ where
                     Err(error) => {
                         this.state.set(State::Hedged);
                         let attempt = admitted(this.admitted);
-                        finish_attempt(&mut this, attempt, Err(TransportError::new(error)))
+                        finish_attempt(&mut this, attempt, Err(TransportError::new(error)), None)
                     }
                 }
             }
@@ -352,7 +354,8 @@ where
                     Poll::Ready(result) => {
                         this.state.set(State::Hedged);
                         let attempt = admitted(this.admitted);
-                        finish_attempt(&mut this, attempt, result.map_err(TransportError::new))
+                        let result = result.map_err(TransportError::new);
+                        finish_attempt(&mut this, attempt, result, None)
                     }
                     Poll::Pending => ready!(poll_hedges(&mut this, cx)),
                 }
@@ -367,6 +370,10 @@ where
         match step {
             Step::Run(attempt) => {
                 *this.admitted = Some(attempt);
+                if let Some(hedging) = this.hedging.as_deref_mut() {
+                    // A hedge due beside the attempt before is not one beside this.
+                    hedging.awaits_service = false;
+                }
                 let wake = if this.call.may_hedge() {
                     wake_at(&this)
                 } else {
@@ -376,13 +383,17 @@ where
                 this.state.set(State::Ready);
             }
             Step::Hedge(attempt) => {
-                let hedging = this.hedging.get_or_insert_with(|| {
-                    Box::new(Hedging {
-                        in_flight: Vec::new(),
-                        waiting: None,
-                    })
+                // The service was made ready for it just now.
+                let span = prepare(&mut this, &attempt);
+                let future = {
+                    let _entered = span.enter();
+                    Box::pin(this.service.call(request(this.source)))
+                };
+                hedging(this.hedging).in_flight.push(Hedge {
+                    attempt,
+                    span,
+                    future,
                 });
-                hedging.waiting = Some(attempt);
                 let wake = wake_at(&this);
                 this.timer.as_mut().set(wake);
             }
@@ -426,35 +437,9 @@ where
     S::Error: Into<BoxError>,
     C: Classify<Result<Response<ResB>, TransportError>>,
 {
-    if let Some(hedge) = this.hedging.as_deref().and_then(|h| h.waiting) {
-        let ready = match this.service.poll_ready(cx) {
-            Poll::Ready(ready) => Some(ready),
-            Poll::Pending => None,
-        };
-        match ready {
-            Some(Ok(())) => {
-                let span = prepare(this, &hedge);
-                let future = {
-                    let _entered = span.enter();
-                    Box::pin(this.service.call(request(this.source)))
-                };
-                if let Some(hedging) = this.hedging.as_deref_mut() {
-                    hedging.waiting = None;
-                    hedging.in_flight.push(Hedge {
-                        attempt: hedge,
-                        span,
-                        future,
-                    });
-                }
-            }
-            Some(Err(error)) => {
-                if let Some(hedging) = this.hedging.as_deref_mut() {
-                    hedging.waiting = None;
-                }
-                let error = Err(TransportError::new(error));
-                return Poll::Ready(finish_attempt(this, hedge, error));
-            }
-            None => {}
+    if this.hedging.as_deref().is_some_and(|h| h.awaits_service) {
+        if let Poll::Ready(step) = hedge_when_ready(this, cx) {
+            return Poll::Ready(step);
         }
     }
     let answered = this.hedging.as_deref_mut().and_then(|hedging| {
@@ -473,13 +458,17 @@ where
     });
     if let Some((hedge, result)) = answered {
         let result = result.map_err(TransportError::new);
-        *this.attempt_span = hedge.span;
-        return Poll::Ready(finish_attempt(this, hedge.attempt, result));
+        return Poll::Ready(finish_attempt(
+            this,
+            hedge.attempt,
+            result,
+            Some(&hedge.span),
+        ));
     }
     ready!(this.timer.as_mut().poll(cx));
     let now = clock::now();
     // The timer was set to the earliest of the cuts and the hedge: that one is due.
-    let (cut, hedge_at) = (earliest_cut(this), this.call.hedge_at());
+    let (cut, hedge_at) = (earliest_cut(this), hedge_at(this));
     Poll::Ready(match cut {
         Some((at, cut)) if hedge_at.is_none_or(|h| cut <= h) => match at {
             Cut::First => {
@@ -488,24 +477,65 @@ where
                 let attempt = admitted(this.admitted);
                 this.call.timed_out(attempt, now)
             }
-            Cut::Waiting => match this.hedging.as_deref_mut().and_then(|h| h.waiting.take()) {
-                Some(hedge) => this.call.timed_out(hedge, now),
-                None => Step::Wait,
-            },
-            Cut::Hedge(at) => match this.hedging.as_deref_mut() {
-                Some(hedging) => {
-                    let hedge = hedging.in_flight.swap_remove(at);
-                    telemetry::record_timeout(&hedge.span);
-                    this.call.timed_out(hedge.attempt, now)
-                }
-                None => Step::Wait,
-            },
+            Cut::Hedge(at) => {
+                let hedge = hedging(this.hedging).in_flight.swap_remove(at);
+                telemetry::record_timeout(&hedge.span);
+                this.call.timed_out(hedge.attempt, now)
+            }
         },
-        _ => match hedge_at {
-            Some(hedge_at) => this.call.next(now.max(hedge_at)),
-            None => Step::Wait,
-        },
+        _ if hedge_at.is_some() => {
+            hedging(this.hedging).awaits_service = true;
+            match hedge_when_ready(this, cx) {
+                Poll::Ready(step) => step,
+                // The cuts still apply while the service is busy.
+                Poll::Pending => Step::Wait,
+            }
+        }
+        _ => Step::Wait,
     })
+}
+
+/// The hedge that is due, once the service is ready for it: a [`Step::Hedge`] (or a
+/// [`Step::Wait`], if the budget refused it meanwhile). A service that fails to get ready
+/// ends the call's hedging; the attempts in flight go on.
+fn hedge_when_ready<S, C, B, ResB>(
+    this: &mut ResponseFutureProj<'_, S, C, B>,
+    cx: &mut Context<'_>,
+) -> Poll<Step<Response<ResB>, TransportError>>
+where
+    S: Service<Request<RetryBody>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+{
+    let ready = ready!(this.service.poll_ready(cx));
+    hedging(this.hedging).awaits_service = false;
+    let now = clock::now();
+    Poll::Ready(match (ready, this.call.hedge_at()) {
+        (Ok(()), Some(hedge_at)) => this.call.next(now.max(hedge_at)),
+        (Ok(()), None) => Step::Wait,
+        (Err(_), _) => {
+            this.call.stop_hedging();
+            Step::Wait
+        }
+    })
+}
+
+/// The hedges of the call, made by the first.
+fn hedging<F>(hedging: &mut Option<Box<Hedging<F>>>) -> &mut Hedging<F> {
+    hedging.get_or_insert_with(|| {
+        Box::new(Hedging {
+            in_flight: Vec::new(),
+            awaits_service: false,
+        })
+    })
+}
+
+/// When the call hedges next, unless a hedge already waits for the service.
+fn hedge_at<S, C, B>(this: &ResponseFutureProj<'_, S, C, B>) -> Option<Instant>
+where
+    S: Service<Request<RetryBody>>,
+{
+    let awaiting = this.hedging.as_deref().is_some_and(|h| h.awaits_service);
+    this.call.hedge_at().filter(|_| !awaiting)
 }
 
 /// Which attempt a cut is for.
@@ -513,8 +543,6 @@ where
 enum Cut {
     /// The attempt the hedges run beside.
     First,
-    /// The hedge waiting for the service.
-    Waiting,
     /// A hedge in flight, by its place.
     Hedge(usize),
 }
@@ -530,20 +558,12 @@ where
         .and_then(|a| a.cut_at())
         .map(|cut| (Cut::First, cut));
     let hedging = this.hedging.as_deref();
-    let waiting = hedging
-        .and_then(|h| h.waiting)
-        .and_then(|hedge| hedge.cut_at())
-        .map(|cut| (Cut::Waiting, cut));
     let in_flight = hedging
         .into_iter()
         .flat_map(|h| h.in_flight.iter().enumerate());
     let hedges =
         in_flight.filter_map(|(at, hedge)| hedge.attempt.cut_at().map(|cut| (Cut::Hedge(at), cut)));
-    first
-        .into_iter()
-        .chain(waiting)
-        .chain(hedges)
-        .min_by_key(|(_, cut)| *cut)
+    first.into_iter().chain(hedges).min_by_key(|(_, cut)| *cut)
 }
 
 /// When the driver next has something to do while attempts run: the earliest cut, or the
@@ -553,7 +573,7 @@ where
     S: Service<Request<RetryBody>>,
 {
     let cut = earliest_cut(this).map(|(_, cut)| cut);
-    [cut, this.call.hedge_at()].into_iter().flatten().min()
+    [cut, hedge_at(this)].into_iter().flatten().min()
 }
 
 /// Sends the admitted attempt: the first request as given, a retry rebuilt from the template.
@@ -638,6 +658,7 @@ fn finish_attempt<S, C, B, ResB>(
     this: &mut ResponseFutureProj<'_, S, C, B>,
     attempt: Attempt,
     result: Result<Response<ResB>, TransportError>,
+    hedge_span: Option<&Span>,
 ) -> Step<Response<ResB>, TransportError>
 where
     S: Service<Request<RetryBody>, Response = Response<ResB>>,
@@ -645,7 +666,8 @@ where
 {
     let verdict = this.classifier.classify(&result);
     let status = result.as_ref().ok().map(Response::status);
-    telemetry::record_result(this.attempt_span, status, &verdict);
+    let span = hedge_span.unwrap_or(this.attempt_span);
+    telemetry::record_result(span, status, &verdict);
     this.call.attempted(attempt, result, verdict, clock::now())
 }
 

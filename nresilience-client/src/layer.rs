@@ -34,6 +34,11 @@ pub struct Retryable(pub bool);
 /// a request that already carries the marker) is reported once as a `NestedRetry` span. With
 /// the default `Automatic` budget each host gets its own bucket, from the policy's keyed
 /// buckets: clones of one policy share them.
+///
+/// Under a policy that hedges, a request that may be retried is hedged (HG1): each hedge is
+/// another call of the inner service beside the one in flight, made once the service is ready
+/// for it, carrying the marker and the chain headers; the first acceptable answer is returned
+/// and the others are dropped.
 #[derive(Clone)]
 #[must_use]
 pub struct RetryLayer<C = HttpClassifier> {

@@ -170,3 +170,34 @@ async fn n1_a_long_body_of_unknown_length_is_sent_once_whole_and_unmarked() {
     assert_eq!(script.markers(), unmarked());
     assert_eq!(script.body_lengths(), vec![100_000], "nothing lost");
 }
+
+/// A hedge waits for a service that takes one request at a time, and never stalls the call.
+#[tokio::test]
+async fn hg1_a_hedge_waits_for_a_busy_service_and_the_call_still_ends() {
+    use std::time::Duration;
+
+    use nresilience_core::{Backoff, Hedge};
+    use support::slow_server;
+
+    let busy = Duration::from_millis(200);
+    let (addr, script) = slow_server(vec![(503, None, busy); 3]);
+    let inner = tower::limit::ConcurrencyLimit::new(
+        HyperClient::builder(TokioExecutor::new()).build(HttpConnector::new()),
+        1,
+    );
+    let policy = policy()
+        .backoff(Backoff::none())
+        .hedge(Some(Hedge::after(Duration::from_millis(50))))
+        .build()
+        .unwrap();
+    let retry = RetryLayer::new(policy).layer(inner);
+    let call = retry.oneshot(request(Outbound::get(addr)));
+    let response = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .expect("the call ends")
+        .unwrap();
+    // Each hedge waited for the one request in flight, which answered first: three attempts,
+    // one after another, and the last answer returned (H4).
+    assert_eq!(response.status(), 503);
+    assert_eq!(script.requests(), 3);
+}

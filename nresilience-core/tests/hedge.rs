@@ -275,3 +275,36 @@ fn hg1_h3_a_call_that_may_not_retry_never_hedges() {
     ));
     assert_eq!(call.attempts(), 2);
 }
+
+#[test]
+fn hg1_k13_a_throttle_beside_a_hedge_sets_the_wait_before_the_retry() {
+    let policy = hedging()
+        .backoff(Backoff::none().with_maximum_delay(Some(Duration::from_secs(30))))
+        .build()
+        .unwrap();
+    let now = std::time::Instant::now();
+    let mut call = Call::<()>::start(&policy, now, CallOptions::new());
+    let Step::<(), ()>::Run(first) = call.next(now) else {
+        panic!("the first attempt runs")
+    };
+    let Step::<(), ()>::Hedge(second) = call.next(now + ms(50)) else {
+        panic!("hedged at the delay")
+    };
+    // The first is throttled with a 10 s hint while the hedge runs: no more hedges.
+    let throttled = Verdict::Throttled {
+        self_imposed: false,
+        retry_after: Some(Duration::from_secs(10)),
+    };
+    assert!(matches!(
+        call.attempted::<()>(first, Err(()), throttled, now + ms(60)),
+        Step::Wait
+    ));
+    assert_eq!(call.hedge_at(), None);
+    // The hedge then fails transiently: the retry still waits out the server's hint.
+    let Step::<(), ()>::Sleep(until) =
+        call.attempted(second, Err(()), Verdict::TRANSIENT, now + ms(70))
+    else {
+        panic!("a retry after the hint")
+    };
+    assert_eq!(until, now + ms(70) + Duration::from_secs(10));
+}

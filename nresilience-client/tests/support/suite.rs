@@ -48,6 +48,7 @@ macro_rules! behaviour_suite {
         $crate::support::suite::behaviour_suite!(@each $driver, tokio::test;
             hg1_hg3_a_slow_get_is_hedged_marked_and_the_first_answer_wins,
             hg3_a_post_is_never_hedged,
+            hg1_each_attempt_s_answer_is_on_its_own_span,
             h2_retry_after_past_the_deadline_stops_at_once,
             e1_connection_refused_is_transient_retried_and_the_last_error_kept,
             e5_an_attempt_cut_by_its_timeout_is_retried,
@@ -309,6 +310,26 @@ pub async fn hg1_hg3_a_slow_get_is_hedged_marked_and_the_first_answer_wins<D: Dr
     assert_eq!(attempts[0].field("http.request.resend_count"), None);
     assert_eq!(attempts[1].field("http.request.resend_count"), Some("1"));
     assert_eq!(attempts[1].field("nresilience.hedge"), Some("true"));
+}
+
+pub async fn hg1_each_attempt_s_answer_is_on_its_own_span<D: Driver>() {
+    let spans = Spans::record();
+    // The first answers 200 after 300 ms; the hedge sent at 50 ms fails at once.
+    let (addr, _) = slow_server(vec![
+        (200, None, Duration::from_millis(300)),
+        (503, None, Duration::ZERO),
+    ]);
+    let hedging = Hedge::after(Duration::from_millis(50));
+    let driver = D::new(policy().max_attempts(2).hedge(Some(hedging)));
+    let reply = driver.send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(
+        reply.status, 200,
+        "the failed hedge left the first attempt running"
+    );
+    let attempts = spans.named("HTTP");
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts[0].field("http.response.status_code"), Some("200"));
+    assert_eq!(attempts[1].field("http.response.status_code"), Some("503"));
 }
 
 pub async fn hg3_a_post_is_never_hedged<D: Driver>() {

@@ -484,17 +484,26 @@ impl<E> Call<E> {
         now: Instant,
     ) -> Step<T, E> {
         let duration = self.end_attempt(&attempt, verdict, now);
-        if self.in_flight > 0 {
-            if verdict.is_retryable() {
-                // The dependency asking for less stops the hedges too.
-                self.hedging_stopped |= matches!(verdict, Verdict::Throttled { .. });
-                self.last = Some(match result {
-                    Ok(_) => LastAttempt::Unsuccessful,
-                    Err(error) => LastAttempt::Error(error),
-                });
-                return Step::Wait;
+        let mut verdict = verdict;
+        if let Some(hedged) = self.hedged.as_deref_mut() {
+            if self.in_flight > 0 {
+                if verdict.is_retryable() {
+                    // The dependency asking for less stops the hedges too, and its hint holds
+                    // for the retry after the last attempt in flight.
+                    if matches!(verdict, Verdict::Throttled { .. }) {
+                        self.hedging_stopped = true;
+                        hedged.pushback = Some(stronger(hedged.pushback, verdict));
+                    }
+                    self.last = Some(match result {
+                        Ok(_) => LastAttempt::Unsuccessful,
+                        Err(error) => LastAttempt::Error(error),
+                    });
+                    return Step::Wait;
+                }
+                self.cancel_others();
+            } else if verdict.is_retryable() {
+                verdict = stronger(hedged.pushback.take(), verdict);
             }
-            self.cancel_others();
         }
         let sample = match self.hedged.as_deref_mut() {
             Some(hedged) => hedged.sample(&attempt, duration, now),
@@ -536,7 +545,8 @@ impl<E> Call<E> {
         if self.in_flight > 0 {
             return Step::Wait;
         }
-        let decision = self.decide(Verdict::TRANSIENT, duration, now);
+        let pushback = self.hedged.as_deref_mut().and_then(|h| h.pushback.take());
+        let decision = self.decide(stronger(pushback, Verdict::TRANSIENT), duration, now);
         self.step(decision, now)
     }
 
@@ -584,6 +594,7 @@ impl<E> Call<E> {
         self.token = false;
         if let Some(hedged) = self.hedged.as_deref_mut() {
             hedged.first = Some((self.attempts, now));
+            hedged.pushback = None;
         }
         Step::Run(self.admit(now, left, false))
     }
@@ -659,14 +670,14 @@ impl<E> Call<E> {
         let permit = match self.policy.circuit_breaker().map(|b| b.try_acquire(now)) {
             Some(Ok(permit)) if !permit.is_probe() => Some(permit),
             None => None,
-            Some(_) => return self.stop_hedging(),
+            Some(_) => return self.refuse_hedge(),
         };
         let limited = self
             .policy
             .rate_limiter()
             .is_some_and(|limiter| !limiter.try_acquire(now));
         if limited {
-            return self.stop_hedging();
+            return self.refuse_hedge();
         }
         let hedged = self
             .hedged
@@ -680,10 +691,16 @@ impl<E> Call<E> {
         Step::Hedge(self.admit(now, left, true))
     }
 
+    /// No more hedges for this call: its driver cannot send one (its service failed to get
+    /// ready, say). The attempts in flight go on.
+    pub fn stop_hedging(&mut self) {
+        self.hedging_stopped = true;
+    }
+
     /// No more hedges for this call; the token withdrawn for the one that will not go out
     /// goes back.
     #[cold]
-    fn stop_hedging<T>(&mut self) -> Step<T, E> {
+    fn refuse_hedge<T>(&mut self) -> Step<T, E> {
         self.hedging_stopped = true;
         if let Some(bucket) = &self.bucket {
             bucket.refund();
@@ -1055,6 +1072,9 @@ struct Hedged {
     first: Option<(u32, Instant)>,
     /// The breaker permits of hedges in flight.
     permits: Vec<(u32, BreakerPermit)>,
+    /// The strongest throttle answered while other attempts were in flight: the retry after
+    /// the last of them honours it.
+    pushback: Option<Verdict>,
 }
 
 impl Hedged {
@@ -1063,6 +1083,7 @@ impl Hedged {
         Box::new(Self {
             first: Some((first, started)),
             permits: Vec::new(),
+            pushback: None,
         })
     }
 
@@ -1077,6 +1098,20 @@ impl Hedged {
             }
             _ => duration,
         }
+    }
+}
+
+/// The retry-deciding verdict of two failures: a throttle over a transient failure, and of two
+/// throttles the one asking for the longer wait.
+fn stronger(earlier: Option<Verdict>, latest: Verdict) -> Verdict {
+    match earlier {
+        Some(earlier)
+            if !matches!(latest, Verdict::Throttled { .. })
+                || earlier.retry_after() > latest.retry_after() =>
+        {
+            earlier
+        }
+        _ => latest,
     }
 }
 
