@@ -425,9 +425,9 @@ fn admitted(attempt: &mut Option<Attempt>) -> Attempt {
     }
 }
 
-/// While attempts are in flight: sends a hedge the service is ready for, polls the hedges,
-/// and on the timer cuts the attempt due or asks the call for a hedge. Pending when there is
-/// nothing to report.
+/// While attempts are in flight: asks the call for a due hedge once the service is ready for
+/// it, polls the hedges, and on the timer cuts the attempt due or readies the hedge. Pending
+/// when there is nothing to report.
 fn poll_hedges<S, C, B, ResB>(
     this: &mut ResponseFutureProj<'_, S, C, B>,
     cx: &mut Context<'_>,

@@ -537,7 +537,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hedge_triggers_parse_as_percentiles_or_delays() {
+    fn hg1_hedge_triggers_parse_as_percentiles_or_delays() {
         assert_eq!(parse_hedge("p95"), Ok(Hedge::at_quantile(0.95)));
         assert_eq!(parse_hedge("p99.5"), Ok(Hedge::at_quantile(0.995)));
         assert_eq!(

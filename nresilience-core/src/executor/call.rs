@@ -617,7 +617,7 @@ impl<E> Call<E> {
         }
         self.attempt_started = now;
         if self.may_hedge {
-            self.hedge_due = self.hedge_due(now);
+            self.hedge_due = self.hedge_instant(now);
         }
         self.in_flight += 1;
         self.phase = Phase::Attempting;
@@ -633,7 +633,7 @@ impl<E> Call<E> {
 
     /// When attempts in flight from `now` are hedged: never once the attempts are used up, nor
     /// at or past the deadline.
-    fn hedge_due(&self, now: Instant) -> Option<Instant> {
+    fn hedge_instant(&self, now: Instant) -> Option<Instant> {
         if self.attempts >= self.max_attempts {
             return None;
         }

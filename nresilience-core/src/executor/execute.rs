@@ -184,17 +184,14 @@ where
                     return Poll::Ready(result);
                 }
             }
-            if let Some(hedge_at) = call.hedge_at() {
-                let first_cut = admitted
-                    .filter(|_| attempt.is_some())
-                    .and_then(|a| a.cut_at());
-                let wake = wake_at(first_cut, hedges).map_or(hedge_at, |at| at.min(hedge_at));
-                timer.as_mut().set(Some(wake));
-            } else if call.may_hedge() {
-                let first_cut = admitted
-                    .filter(|_| attempt.is_some())
-                    .and_then(|a| a.cut_at());
-                timer.as_mut().set(wake_at(first_cut, hedges));
+            if call.may_hedge() {
+                // The timer serves every attempt in flight and the next hedge.
+                let cut = earliest_cut(admitted, hedges).map(|(_, cut)| cut);
+                let wake = match call.hedge_at() {
+                    Some(hedge_at) => Some(cut.map_or(hedge_at, |cut| cut.min(hedge_at))),
+                    None => cut,
+                };
+                timer.as_mut().set(wake);
             }
         }
         if let Some(running) = attempt.as_mut().as_pin_mut() {
@@ -226,57 +223,48 @@ where
         ready!(timer.as_mut().poll(cx));
         let now = clock::now();
         // The timer was set to the earliest of the cuts and the hedge: that one is due.
-        let first_cut = admitted
-            .filter(|_| attempt.is_some())
-            .and_then(|a| a.cut_at());
-        let hedge_cut = earliest_hedge_cut(hedges);
         let hedge_at = call.hedge_at();
-        let cut = [first_cut, hedge_cut.map(|(_, at)| at)]
-            .into_iter()
-            .flatten()
-            .min();
-        step = Some(match (cut, hedge_at) {
-            (Some(cut), hedge_at) if hedge_at.is_none_or(|h| cut <= h) => {
-                if first_cut == Some(cut) {
+        step = Some(match earliest_cut(admitted, hedges) {
+            Some((which, cut)) if hedge_at.is_none_or(|h| cut <= h) => match which {
+                None => {
                     attempt.set(None);
                     let Some(run) = admitted.take() else {
                         unreachable!("a running attempt was admitted")
                     };
                     call.timed_out(run, now)
-                } else {
-                    let (Some((at, _)), Some(in_flight)) = (hedge_cut, hedges.as_deref_mut())
-                    else {
+                }
+                Some(at) => {
+                    let Some(in_flight) = hedges.as_deref_mut() else {
                         unreachable!("the earliest cut is a hedge's")
                     };
                     let (hedge, _) = in_flight.swap_remove(at);
                     call.timed_out(hedge, now)
                 }
-            }
-            (_, Some(hedge_at)) => call.next(now.max(hedge_at)),
-            _ => Step::Wait,
+            },
+            _ => match hedge_at {
+                Some(hedge_at) => call.next(now.max(hedge_at)),
+                None => Step::Wait,
+            },
         });
     }
 }
 
-/// The earliest cut of the attempts in flight.
+/// The attempt in flight cut first, and when: `None` for the attempt the hedges run beside
+/// (admitted until it ends), a hedge by its place.
 #[inline]
-fn wake_at<Fut>(first_cut: Option<Instant>, hedges: &Option<Box<Hedges<Fut>>>) -> Option<Instant> {
-    let cuts = hedges.iter().flat_map(|hedges| hedges.iter());
-    let mut wake = first_cut;
-    for at in cuts.filter_map(|(hedge, _)| hedge.cut_at()) {
-        wake = Some(wake.map_or(at, |wake| wake.min(at)));
+fn earliest_cut<Fut>(
+    admitted: &Option<Attempt>,
+    hedges: &Option<Box<Hedges<Fut>>>,
+) -> Option<(Option<usize>, Instant)> {
+    let mut earliest = admitted.and_then(|a| a.cut_at()).map(|cut| (None, cut));
+    for (at, (hedge, _)) in hedges.iter().flat_map(|hedges| hedges.iter().enumerate()) {
+        if let Some(cut) = hedge.cut_at() {
+            if earliest.is_none_or(|(_, first)| cut < first) {
+                earliest = Some((Some(at), cut));
+            }
+        }
     }
-    wake
-}
-
-/// The hedge cut first, and when.
-fn earliest_hedge_cut<Fut>(hedges: &Option<Box<Hedges<Fut>>>) -> Option<(usize, Instant)> {
-    hedges
-        .iter()
-        .flat_map(|hedges| hedges.iter())
-        .enumerate()
-        .filter_map(|(at, (hedge, _))| hedge.cut_at().map(|cut| (at, cut)))
-        .min_by_key(|(_, cut)| *cut)
+    earliest
 }
 
 /// The first hedge that answered, and its answer.
