@@ -1,8 +1,9 @@
 //! The nresilience demo: a frontend → backend → db chain on loopback.
 //!
-//! `demo` with no arguments runs the whole chain in one process twice, budgets off then on,
-//! 30 s each with a 5-second fault in db, printing a line a second and the two runs side by
-//! side. `demo frontend|backend|db` runs one hop as its own process.
+//! `demo` with no arguments runs the whole chain in one process once per row — nresilience
+//! with budgets on and off, no retries, and the peer libraries (SPEC P1) —, 20 s each with a
+//! 5-second fault in db, printing a line a second and the rows side by side. `demo
+//! frontend|backend|db` runs one hop as its own process.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

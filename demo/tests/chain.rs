@@ -6,16 +6,17 @@ use std::sync::Arc;
 
 use demo::chain::{
     self, Budget, Ceiling, ChainArgs, CurrentRun, DbArgs, Hop, NestedCounter, RetryArgs, Rules,
-    Stats,
+    Stack, Stats,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
 /// Three seconds at 100 calls a second; in the second second db fails every query.
 fn args(budget: Budget) -> ChainArgs {
     ChainArgs {
-        duration: 3,
+        duration: Some(3),
         rps: 100,
         user_timeout_ms: 2_000,
+        stacks: None,
         budget: Some(budget),
         compare: false,
         plot: None,
@@ -44,7 +45,7 @@ async fn d1_the_chain_retries_nests_and_the_budget_bounds_db_load() {
     let subscriber = tracing_subscriber::registry().with(NestedCounter::new(current));
     tracing::subscriber::set_global_default(subscriber).unwrap();
 
-    let summary = chain::run(&args(Budget::On), Budget::On, Arc::clone(&stats))
+    let summary = chain::run(&args(Budget::On), Stack::Nresilience, Arc::clone(&stats))
         .await
         .unwrap();
     let json = serde_json::to_value(&summary).unwrap();

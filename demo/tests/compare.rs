@@ -1,4 +1,5 @@
-//! The demo's default run (SPEC D4): budgets off then on, side by side, and the chart of both.
+//! The demo's rows side by side (SPEC D4, P1): nresilience's budgets off then on, and the
+//! peer libraries' rows, each named in the JSON and drawn in the chart.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -6,10 +7,14 @@ use std::process::Command;
 
 use serde_json::Value;
 
-#[test]
-fn d4_without_a_budget_flag_the_demo_runs_budgets_off_then_on_and_draws_both() {
-    let chart =
-        std::env::temp_dir().join(format!("nresilience-compare-{}.svg", std::process::id()));
+/// Runs the demo for two seconds at 20 calls a second, db slow in the second one, with
+/// `rows` (flags that pick them), and returns the JSON summaries and the chart.
+fn run(rows: &[&str]) -> (Vec<Value>, String) {
+    let chart = std::env::temp_dir().join(format!(
+        "nresilience-compare-{}-{}.svg",
+        std::process::id(),
+        rows.join("-")
+    ));
     let output = Command::new(env!("CARGO_BIN_EXE_demo"))
         .args([
             "--duration",
@@ -21,6 +26,7 @@ fn d4_without_a_budget_flag_the_demo_runs_budgets_off_then_on_and_draws_both() {
             "--fault-length",
             "1",
         ])
+        .args(rows)
         .args(["--json", "--plot"])
         .arg(&chart)
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -29,22 +35,58 @@ fn d4_without_a_budget_flag_the_demo_runs_budgets_off_then_on_and_draws_both() {
         .expect("the demo binary runs");
     assert!(output.status.success(), "{output:?}");
     let runs: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let runs = runs.as_array().expect("one summary per run");
-    let budgets: Vec<&str> = runs
-        .iter()
-        .map(|run| run["budget"].as_str().unwrap())
-        .collect();
-    assert_eq!(budgets, ["off", "on"]);
-    for run in runs {
+    let runs = runs.as_array().expect("one summary per run").clone();
+    for run in &runs {
         let seconds = run["seconds"].as_array().unwrap();
         assert_eq!(seconds.len(), 2, "{run}");
         let calls: u64 = seconds.iter().map(|s| s["calls"].as_u64().unwrap()).sum();
         assert_eq!(calls, run["calls"].as_u64().unwrap(), "{run}");
         assert!(run["success"]["before"].as_f64().is_some(), "{run}");
         assert!(run["db_peak_queue"].as_u64().is_some(), "{run}");
+        assert!(run["db_refused"].as_u64().is_some(), "{run}");
     }
     let svg = std::fs::read_to_string(&chart).expect("the chart is written");
     let _ = std::fs::remove_file(&chart);
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
-    assert!(svg.contains("budgets off") && svg.contains("budgets on"));
+    (runs, svg)
+}
+
+fn stacks(runs: &[Value]) -> Vec<&str> {
+    runs.iter()
+        .map(|run| run["stack"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn d4_compare_runs_nresilience_with_budgets_off_then_on_and_draws_both() {
+    let (runs, svg) = run(&["--compare"]);
+    assert_eq!(stacks(&runs), ["nresilience-no-budget", "nresilience"]);
+    for run in &runs {
+        assert_eq!(run["chain_rules"], "on", "{run}");
+        assert!(
+            run["budget_refusals"]["backend"].as_u64().is_some(),
+            "{run}"
+        );
+    }
+    assert!(svg.contains("nresilience-no-budget:") && svg.contains("nresilience:"));
+}
+
+#[test]
+fn p1_the_peer_rows_run_the_same_chain_and_name_their_stack() {
+    let rows = "none,reqwest-1s,reqwest-retry-5s,tower-1s";
+    let (runs, svg) = run(&["--stacks", rows]);
+    assert_eq!(stacks(&runs), rows.split(',').collect::<Vec<_>>());
+    for run in &runs {
+        let stack = run["stack"].as_str().unwrap();
+        assert!(svg.contains(&format!("{stack}:")), "{stack} is drawn");
+        // A peer's row has no nresilience settings and no budget refusals to report.
+        assert!(
+            run["chain_rules"].is_null() && run["budget_refusals"].is_null(),
+            "{run}"
+        );
+        assert!(!run["description"].as_str().unwrap().is_empty(), "{run}");
+        // Healthy before the fault: every call reached db through the peer's hops.
+        assert_eq!(run["success"]["before"].as_f64(), Some(1.0), "{run}");
+        assert!(run["attempts"]["db"].as_u64().unwrap() >= 20, "{run}");
+    }
 }

@@ -125,3 +125,23 @@ fn d4_one_budget_and_the_comparison_are_one_or_the_other() {
     let said = refused(&["--budget", "on", "--compare"]);
     assert!(said.contains("cannot be used with"), "{said}");
 }
+
+#[test]
+fn p1_rows_are_picked_by_name_and_an_unknown_or_empty_pick_is_refused() {
+    let said = refused(&["--stacks", "nresilience,retry-everything"]);
+    assert!(
+        said.contains("invalid value 'retry-everything'") && said.contains("reqwest-retry-1s"),
+        "{said}"
+    );
+    let said = refused(&["--stacks="]);
+    assert!(
+        said.contains("a value is required for '--stacks <STACKS>'"),
+        "{said}"
+    );
+    for other in [&["--budget", "on"][..], &["--compare"]] {
+        let mut args = vec!["--stacks", "tower-1s"];
+        args.extend_from_slice(other);
+        let said = refused(&args);
+        assert!(said.contains("cannot be used with"), "{args:?}: {said}");
+    }
+}

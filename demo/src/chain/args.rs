@@ -7,6 +7,8 @@ use std::time::Duration;
 use nresilience_core::AttemptCeiling;
 use serde::Serialize;
 
+use super::stack::Stack;
+
 /// Whether each hop's retry budget is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -103,20 +105,23 @@ pub struct DbArgs {
 /// The whole chain in one process: the users' traffic and the three hops.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ChainArgs {
-    /// How long the users call, in seconds.
-    #[arg(long, default_value_t = 30)]
-    pub duration: u64,
+    /// How long the users call, in seconds. Defaults to 10 s past the fault's end (20 s).
+    #[arg(long)]
+    pub duration: Option<u64>,
     /// Calls per second from the users to the frontend.
     #[arg(long, default_value_t = 200)]
     pub rps: u32,
     /// How long a user waits for an answer, in milliseconds, before giving up.
     #[arg(long, default_value_t = 2_000)]
     pub user_timeout_ms: u64,
-    /// Run once, with every hop's retry budget on or off. Without it the chain runs twice,
-    /// budgets off then on, and prints the two side by side.
+    /// The rows to run, comma-separated, in the order given. Without it (and without
+    /// `--budget` or `--compare`) every row runs.
+    #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["budget", "compare"])]
+    pub stacks: Option<Vec<Stack>>,
+    /// Run nresilience alone, with every hop's retry budget on or off.
     #[arg(long, value_enum)]
     pub budget: Option<Budget>,
-    /// Run budgets off then on, side by side (what the demo does without `--budget`).
+    /// Run nresilience with budgets off then on, side by side.
     #[arg(long, conflicts_with = "budget")]
     pub compare: bool,
     /// Draw the users' success rate and db's load per second, for each run, to this SVG.
@@ -136,19 +141,36 @@ pub struct ChainArgs {
 /// The longest a run, a fault or its start may be: a day.
 const MAX_SECONDS: u64 = 86_400;
 
+/// How long a run goes on after the fault ends unless `--duration` says: long enough to see
+/// which rows recover and which stay down.
+const AFTER_THE_FAULT: u64 = 10;
+
 impl ChainArgs {
-    /// The budgets to run with, in order: the one asked for, or off then on.
-    pub fn budgets(&self) -> Vec<Budget> {
-        match self.budget {
-            Some(budget) => vec![budget],
-            None => vec![Budget::Off, Budget::On],
+    /// The rows to run, in order: those asked for, or every one.
+    pub fn stacks(&self) -> Vec<Stack> {
+        match (&self.stacks, self.budget, self.compare) {
+            (Some(stacks), _, _) => stacks.clone(),
+            (None, Some(budget), _) => vec![Stack::nresilience(budget)],
+            (None, None, true) => vec![Stack::NresilienceNoBudget, Stack::Nresilience],
+            (None, None, false) => Stack::ALL.to_vec(),
         }
+    }
+
+    /// How long the users call, in seconds: as asked, or until 10 s past the fault's end.
+    pub fn duration(&self) -> u64 {
+        self.duration.unwrap_or_else(|| {
+            (self.db.fault_start)
+                .saturating_add(self.db.fault_length)
+                .saturating_add(AFTER_THE_FAULT)
+        })
     }
 
     /// Refuses settings the chain cannot run with, saying which and why, before anything
     /// starts.
     pub fn validate(&self) -> Result<(), String> {
-        at_most_a_day("--duration", self.duration)?;
+        // The fault first: the run's default length is read from it.
+        self.db.validate()?;
+        at_most_a_day("--duration", self.duration())?;
         if self.rps == 0 {
             return Err("--rps must be at least 1 call a second".to_owned());
         }
@@ -158,8 +180,7 @@ impl ChainArgs {
                 self.user_timeout_ms
             ));
         }
-        self.retry.validate()?;
-        self.db.validate()
+        self.retry.validate()
     }
 
     /// How long a user waits for an answer.

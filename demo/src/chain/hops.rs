@@ -79,16 +79,21 @@ async fn forward(State(state): State<HopState>) -> Response {
     }
 }
 
-/// The layers every hop serves with: the nested-retry marker and the chain's headers,
-/// outermost so everything that calls out runs inside it, and a server span continuing the
-/// caller's trace. The frontend faces the users: it trusts none of their headers.
+/// The layers every nresilience hop serves with: the nested-retry marker and the chain's
+/// headers, outermost so everything that calls out runs inside it, and a server span
+/// continuing the caller's trace. The frontend faces the users: it trusts none of their
+/// headers.
 pub(super) fn serve_layers(app: Router, hop: Hop) -> Router {
     let nested = match hop {
         Hop::Frontend => NestedRetryLayer::new().ignore_inbound(),
         Hop::Backend | Hop::Db => NestedRetryLayer::new(),
     };
+    traced(app, hop).layer(nested)
+}
+
+/// `app` with a server span per request, continuing the caller's trace.
+pub(super) fn traced(app: Router, hop: Hop) -> Router {
     app.layer(axum::middleware::from_fn_with_state(hop, continue_trace))
-        .layer(nested)
 }
 
 /// A server span per request whose parent is the caller's W3C trace context (N6).

@@ -1,13 +1,15 @@
 //! The frontend → backend → db chain on loopback: db with a fault that ends, the retrying
-//! hops above it, the users' traffic, what each run did.
+//! hops above it (nresilience's or a peer library's), the users' traffic, what each run did.
 
 mod args;
 mod db;
 mod hops;
 mod nested_counter;
+mod peers;
 mod plot;
 mod run;
 mod server;
+mod stack;
 mod stats;
 mod summary;
 
@@ -18,8 +20,10 @@ pub use args::{Budget, Ceiling, ChainArgs, DbArgs, RetryArgs, Rules};
 pub use db::db_app;
 pub use hops::hop_app;
 pub use nested_counter::{CurrentRun, NestedCounter};
+pub use peers::{peer_app, PeerClient};
 pub use run::{run, run_all};
 pub use server::{serve, serve_until, HEADER_READ_TIMEOUT};
+pub use stack::{Library, Peer, Stack};
 pub use stats::{Hop, Stats};
 pub use summary::Summary;
 

@@ -6,7 +6,8 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::args::{Budget, ChainArgs};
+use super::args::ChainArgs;
+use super::stack::Stack;
 use super::summary::{SecondFigures, Summary};
 use super::Result;
 
@@ -18,7 +19,7 @@ pub(super) fn plot(path: &Path, args: &ChainArgs, runs: &[Summary]) -> Result<()
     let root = SVGBackend::new(path, (1100, 800)).into_drawing_area();
     root.fill(&WHITE)?;
     let (top, bottom) = root.split_vertically(400);
-    let seconds = args.duration as f64;
+    let seconds = args.duration() as f64;
     let fault = {
         let (start, end) = args.db.fault_window();
         (start.as_secs_f64(), end.as_secs_f64().min(seconds))
@@ -31,7 +32,7 @@ pub(super) fn plot(path: &Path, args: &ChainArgs, runs: &[Summary]) -> Result<()
     let mut success = chart(&top, &title, seconds, 105.0, "% succeeded")?;
     shade(&mut success, fault, 105.0)?;
     for run in runs {
-        let color = color(run.budget);
+        let color = color(run.stack);
         let points = points(&run.seconds, |s| s.success_rate.map(|rate| rate * 100.0));
         success
             .draw_series(std::iter::once(PathElement::new(
@@ -39,8 +40,8 @@ pub(super) fn plot(path: &Path, args: &ChainArgs, runs: &[Summary]) -> Result<()
                 color.stroke_width(2),
             )))?
             .label(format!(
-                "budgets {}: {:.1} % of the run",
-                name(run.budget),
+                "{}: {:.1} % of the run",
+                run.stack.name(),
                 run.success_rate * 100.0
             ))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
@@ -79,13 +80,13 @@ pub(super) fn plot(path: &Path, args: &ChainArgs, runs: &[Summary]) -> Result<()
     .label("db's capacity")
     .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], gray.stroke_width(2)));
     for run in runs {
-        let color = color(run.budget);
+        let color = color(run.stack);
         let points = points(&run.seconds, |s| Some(s.db_requests as f64));
         load.draw_series(std::iter::once(PathElement::new(
             points,
             color.stroke_width(2),
         )))?
-        .label(format!("budgets {}", name(run.budget)))
+        .label(run.stack.name())
         .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
     }
     legend(&mut load)?;
@@ -146,16 +147,17 @@ fn points(seconds: &[SecondFigures], value: fn(&SecondFigures) -> Option<f64>) -
         .collect()
 }
 
-fn color(budget: Budget) -> RGBColor {
-    match budget {
-        Budget::Off => RED,
-        Budget::On => BLUE,
-    }
-}
-
-fn name(budget: Budget) -> &'static str {
-    match budget {
-        Budget::Off => "off",
-        Budget::On => "on",
+/// One hue per library, lighter for a peer's short timeout than for its long one.
+fn color(stack: Stack) -> RGBColor {
+    match stack {
+        Stack::Nresilience => RGBColor(20, 60, 220),
+        Stack::NresilienceNoBudget => RGBColor(220, 30, 30),
+        Stack::None => RGBColor(90, 90, 90),
+        Stack::Reqwest1s => RGBColor(110, 200, 110),
+        Stack::Reqwest5s => RGBColor(0, 120, 0),
+        Stack::ReqwestRetry1s => RGBColor(230, 150, 230),
+        Stack::ReqwestRetry5s => RGBColor(140, 20, 140),
+        Stack::Tower1s => RGBColor(120, 210, 220),
+        Stack::Tower5s => RGBColor(0, 120, 130),
     }
 }

@@ -4,27 +4,31 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Router;
 use nresilience_client::Client;
 use nresilience_core::RetryPolicy;
 use tokio::sync::watch;
 
-use super::args::{Budget, ChainArgs};
+use super::args::{ChainArgs, RetryArgs};
 use super::db::db_app;
 use super::hops::hop_app;
 use super::nested_counter::CurrentRun;
+use super::peers::{peer_app, PeerClient};
+use super::stack::{Library, Stack};
 use super::stats::{Hop, Stats};
 use super::summary::{self, Summary};
 use super::{hop_client, plot, serve_until, Result};
 
-/// Runs the chain once per budget setting asked for (off then on, unless `--budget` says
-/// which), prints each run's lines, then the runs side by side (or as JSON), and draws them
-/// when asked. `current` is where the tracing layer counts `NestedRetry` reports.
+/// Runs the chain once per row asked for (every row unless `--stacks`, `--budget` or
+/// `--compare` says which), prints each run's lines, then the rows side by side (or as
+/// JSON), and draws them when asked. `current` is where the tracing layer counts
+/// `NestedRetry` reports.
 pub async fn run_all(args: &ChainArgs, current: &CurrentRun) -> Result<Vec<Summary>> {
     let mut runs = Vec::new();
-    for budget in args.budgets() {
+    for stack in args.stacks() {
         let stats = Arc::new(Stats::new());
         current.start(Arc::clone(&stats));
-        runs.push(run(args, budget, stats).await?);
+        runs.push(run(args, stack, stats).await?);
     }
     if args.json {
         let json = match runs.as_slice() {
@@ -44,10 +48,10 @@ pub async fn run_all(args: &ChainArgs, current: &CurrentRun) -> Result<Vec<Summa
     Ok(runs)
 }
 
-/// Starts db, backend and frontend on loopback with every hop's budget `budget`, drives the
-/// users' traffic at the frontend, prints a line a second, stops the hops and returns the
-/// summary.
-pub async fn run(args: &ChainArgs, budget: Budget, stats: Arc<Stats>) -> Result<Summary> {
+/// Starts db, backend and frontend on loopback with the frontend and backend built on
+/// `stack`, drives the users' traffic at the frontend, prints a line a second, stops the
+/// hops and returns the summary.
+pub async fn run(args: &ChainArgs, stack: Stack, stats: Arc<Stats>) -> Result<Summary> {
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let (stop, stopped) = watch::channel(());
     let stopping = || {
@@ -57,27 +61,20 @@ pub async fn run(args: &ChainArgs, budget: Budget, stats: Arc<Stats>) -> Result<
         }
     };
     let db = serve_until(db_app(Arc::clone(&stats), args.db), loopback, stopping()).await?;
-    // A retrying hop in front of the one at `upstream`.
     let retrying = |hop, upstream: SocketAddr| {
-        let app = hop_client(hop, args.retry, budget).map(|client| {
-            hop_app(
-                hop,
-                Arc::clone(&stats),
-                client,
-                format!("http://{upstream}/"),
-            )
-        });
+        let app = retrying_app(stack, hop, args.retry, Arc::clone(&stats), upstream);
         let stop = stopping();
         async move { serve_until(app?, loopback, stop).await }
     };
     let backend = retrying(Hop::Backend, db).await?;
     let frontend = retrying(Hop::Frontend, backend).await?;
+    let duration = args.duration();
     if !args.json {
         let d = &args.db;
         println!(
-            "\nbudgets {budget:?}: frontend {frontend} → backend {backend} → db {db}; {} calls/s for {} s, each user waiting {} ms; db: {} workers × {} ms, queue {}, {}× slower from {} s for {} s",
-            args.rps, args.duration, args.user_timeout_ms, d.db_workers, d.db_query_ms,
-            d.db_queue, d.fault_slowdown, d.fault_start, d.fault_length,
+            "\n{}: {}\nfrontend {frontend} → backend {backend} → db {db}; {} calls/s for {duration} s, each user waiting {} ms; db: {} workers × {} ms, queue {}, {}× slower from {} s for {} s",
+            stack.name(), stack.description(), args.rps, args.user_timeout_ms, d.db_workers,
+            d.db_query_ms, d.db_queue, d.fault_slowdown, d.fault_start, d.fault_length,
         );
     }
 
@@ -99,7 +96,7 @@ pub async fn run(args: &ChainArgs, budget: Budget, stats: Arc<Stats>) -> Result<
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The run's seconds are the counters' seconds: no call starts after the last of them,
     // and each call is counted in the second it is started in, read once.
-    let run_seconds = usize::try_from(args.duration).unwrap_or(usize::MAX);
+    let run_seconds = usize::try_from(duration).unwrap_or(usize::MAX);
     let mut reported = 0;
     loop {
         ticker.tick().await;
@@ -117,14 +114,14 @@ pub async fn run(args: &ChainArgs, budget: Budget, stats: Arc<Stats>) -> Result<
         if second > reported {
             reported = second;
             if !args.json {
-                progress(&stats, second - 1);
+                progress(stack, &stats, second - 1);
             }
         }
         while calls.try_join_next().is_some() {}
     }
     if !args.json {
         for second in reported..run_seconds {
-            progress(&stats, second);
+            progress(stack, &stats, second);
         }
     }
     // The calls in flight end by the users' timeout.
@@ -133,31 +130,57 @@ pub async fn run(args: &ChainArgs, budget: Budget, stats: Arc<Stats>) -> Result<
     });
     let _ = drain.await;
     let _ = stop.send(());
-    Ok(Summary::of(&stats, args, budget))
+    Ok(Summary::of(&stats, args, stack))
+}
+
+/// A retrying hop built on `stack`, in front of the one at `upstream`.
+fn retrying_app(
+    stack: Stack,
+    hop: Hop,
+    retry: RetryArgs,
+    stats: Arc<Stats>,
+    upstream: SocketAddr,
+) -> Result<Router> {
+    let url = format!("http://{upstream}/");
+    Ok(match stack.library() {
+        Library::Nresilience(budget) => hop_app(hop, stats, hop_client(hop, retry, budget)?, url),
+        Library::Peer(peer) => {
+            let client = PeerClient::new(peer, &upstream.ip().to_string())?;
+            peer_app(hop, stats, client, url)
+        }
+    })
 }
 
 /// The line for `second`: what happened in it, then the running totals, labelled as such.
-fn progress(stats: &Stats, second: usize) {
+fn progress(stack: Stack, stats: &Stats, second: usize) {
     let calls = stats.calls_in(second);
     let db = stats.received_in(Hop::Db, second);
     let success = stats.success_rate_in(second).map_or_else(
         || "   - ".to_owned(),
         |rate| format!("{:>4.0}%", rate * 100.0),
     );
+    // Only nresilience's hops report nested retries and budget refusals.
+    let totals = match stack.library() {
+        Library::Nresilience(_) => format!(
+            "  |  totals: NestedRetry {:>6} (up to {:>2}×), budget refusals {:>6}",
+            Hop::ALL.iter().map(|&h| stats.nested_total(h)).sum::<u64>(),
+            Hop::ALL
+                .iter()
+                .map(|&h| stats.potential_attempts(h))
+                .max()
+                .unwrap_or(0),
+            Hop::ALL.iter().map(|&h| stats.refusals(h)).sum::<u64>(),
+        ),
+        Library::Peer(_) => String::new(),
+    };
     println!(
-        "t={second:>3}s  this second: {calls:>4} calls, {success} of those ending ok; attempts frontend {:>5} backend {:>5} db {:>5} (×{:.2}); db queue ≤ {:>4}, {:>5} refused  |  totals: NestedRetry {:>6} (up to {:>2}×), budget refusals {:>6}",
+        "{:<21} t={second:>3}s  this second: {calls:>4} calls, {success} of those ending ok; attempts frontend {:>5} backend {:>5} db {:>5} (×{:.2}); db queue ≤ {:>4}, {:>5} refused{totals}",
+        stack.name(),
         stats.received_in(Hop::Frontend, second),
         stats.received_in(Hop::Backend, second),
         db,
         if calls == 0 { 0.0 } else { db as f64 / calls as f64 },
         stats.db_queue_in(second),
         stats.db_refused_in(second),
-        Hop::ALL.iter().map(|&h| stats.nested_total(h)).sum::<u64>(),
-        Hop::ALL
-            .iter()
-            .map(|&h| stats.potential_attempts(h))
-            .max()
-            .unwrap_or(0),
-        Hop::ALL.iter().map(|&h| stats.refusals(h)).sum::<u64>(),
     );
 }

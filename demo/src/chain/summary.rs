@@ -2,7 +2,8 @@
 
 use serde::Serialize;
 
-use super::args::{Budget, Ceiling, ChainArgs, Rules};
+use super::args::{Ceiling, ChainArgs, Rules};
+use super::stack::{Library, Stack};
 use super::stats::{Hop, Stats};
 
 /// The users' success rate a second must reach to count as recovered.
@@ -12,12 +13,14 @@ const RECOVERED: f64 = 0.99;
 /// started in.
 #[derive(Debug, Serialize)]
 pub struct Summary {
-    /// Every hop's retry budget, on or off.
-    pub budget: Budget,
-    /// The hops' attempt ceiling.
-    pub ceiling: Ceiling,
-    /// Whether the hops followed the chain rules.
-    pub chain_rules: Rules,
+    /// What the frontend and backend retried with: the row's name.
+    pub stack: Stack,
+    /// The row's library and settings, in a few words.
+    pub description: &'static str,
+    /// The hops' attempt ceiling; `None` on a peer's row.
+    pub ceiling: Option<Ceiling>,
+    /// Whether the hops followed the chain rules; `None` on a peer's row.
+    pub chain_rules: Option<Rules>,
     /// Calls the users made.
     pub calls: u64,
     /// Calls that succeeded.
@@ -36,8 +39,9 @@ pub struct Summary {
     /// The most attempts a `NestedRetry` at each hop said could reach the dependency
     /// through it: the chain's worst case.
     pub potential_attempts: HopCounts,
-    /// Retries each hop's budget refused.
-    pub budget_refusals: HopCounts,
+    /// Retries each hop's budget refused; `None` on a peer's row, whose libraries do not
+    /// report them.
+    pub budget_refusals: Option<HopCounts>,
     /// Queries db refused, its queue full.
     pub db_refused: u64,
     /// db's longest queue.
@@ -103,11 +107,12 @@ pub struct SecondFigures {
 }
 
 impl Summary {
-    /// The summary of a run with `budget`, from its counters.
-    pub fn of(stats: &Stats, args: &ChainArgs, budget: Budget) -> Self {
+    /// The summary of a run on `stack`, from its counters.
+    pub fn of(stats: &Stats, args: &ChainArgs, stack: Stack) -> Self {
         let calls = stats.calls_total();
         let succeeded = stats.succeeded();
-        let run = usize::try_from(args.duration).unwrap_or(usize::MAX);
+        let run = usize::try_from(args.duration()).unwrap_or(usize::MAX);
+        let nresilience = matches!(stack.library(), Library::Nresilience(_));
         let (start, end) = args.db.fault_window();
         let start = usize::try_from(start.as_secs())
             .unwrap_or(usize::MAX)
@@ -117,9 +122,10 @@ impl Summary {
             .min(run);
         let rate = |second: usize| stats.success_rate_of_started(second..second + 1);
         Self {
-            budget,
-            ceiling: args.retry.ceiling,
-            chain_rules: args.retry.chain_rules,
+            stack,
+            description: stack.description(),
+            ceiling: nresilience.then_some(args.retry.ceiling),
+            chain_rules: nresilience.then_some(args.retry.chain_rules),
             calls,
             succeeded,
             success_rate: if calls == 0 {
@@ -136,7 +142,7 @@ impl Summary {
             attempts: HopCounts::of(|hop| stats.received_total(hop)),
             nested_retries: HopCounts::of(|hop| stats.nested_total(hop)),
             potential_attempts: HopCounts::of(|hop| stats.potential_attempts(hop)),
-            budget_refusals: HopCounts::of(|hop| stats.refusals(hop)),
+            budget_refusals: nresilience.then(|| HopCounts::of(|hop| stats.refusals(hop))),
             db_refused: stats.db_refused_total(),
             db_peak_queue: stats.db_queue_peak(),
             worst_db_second: stats
@@ -157,77 +163,104 @@ impl Summary {
     }
 }
 
-/// Prints `runs` side by side, a column each.
+/// Prints `runs` side by side, a row each.
 pub(super) fn print(runs: &[Summary], args: &ChainArgs) {
     let (start, end) = args.db.fault_window();
-    let (start, end) = (start.as_secs(), end.as_secs());
-    let column = |row: &dyn Fn(&Summary) -> String| {
-        runs.iter()
-            .map(|run| format!("{:>16}", row(run)))
-            .collect::<String>()
+    let (start, end, duration) = (start.as_secs(), end.as_secs(), args.duration());
+    println!(
+        "\nusers' calls that succeeded, by the second they started: the whole run, before the fault (0–{start} s), during it ({start}–{end} s), after it ({end}–{duration} s)"
+    );
+    let header = [
+        "stack",
+        "calls",
+        "succeeded",
+        "before",
+        "during",
+        "after",
+        "back ≥ 99 %",
+        "db's worst second",
+        "db refused",
+        "attempts backend / db",
+        "budget refusals f / b",
+        "NestedRetry",
+    ];
+    let rows: Vec<[String; 12]> = runs
+        .iter()
+        .map(|run| {
+            [
+                run.stack.name().to_owned(),
+                thousands(run.calls),
+                percent(Some(run.success_rate)),
+                percent(run.success.before),
+                percent(run.success.during),
+                percent(run.success.after),
+                match run.recovered_in_seconds {
+                    Some(seconds) => format!("in {seconds} s"),
+                    None => format!("not in {} s", duration.saturating_sub(end)),
+                },
+                run.worst_db_second
+                    .as_ref()
+                    .map_or("-".to_owned(), |worst| {
+                        format!("{:.2}× (t={}s)", worst.multiple_of_baseline, worst.second)
+                    }),
+                thousands(run.db_refused),
+                format!(
+                    "{} / {}",
+                    thousands(run.attempts.backend),
+                    thousands(run.attempts.db)
+                ),
+                run.budget_refusals.as_ref().map_or("-".to_owned(), |r| {
+                    format!("{} / {}", thousands(r.frontend), thousands(r.backend))
+                }),
+                match run.ceiling {
+                    None => "-".to_owned(),
+                    Some(_) => {
+                        let n = &run.nested_retries;
+                        let p = &run.potential_attempts;
+                        format!(
+                            "{} ({}×)",
+                            thousands(n.frontend + n.backend + n.db),
+                            p.frontend.max(p.backend).max(p.db)
+                        )
+                    }
+                },
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|column| {
+            rows.iter()
+                .map(|row| row[column].chars().count())
+                .chain([header[column].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut out = String::new();
+        for (column, cell) in cells.enumerate() {
+            let pad = widths[column] - cell.chars().count();
+            if column == 0 {
+                out.push_str(&format!("{cell}{}", " ".repeat(pad)));
+            } else {
+                out.push_str(&format!("  {}{cell}", " ".repeat(pad)));
+            }
+        }
+        println!("{out}");
     };
-    let line = |label: &str, row: &dyn Fn(&Summary) -> String| {
-        println!("{label:<44}{}", column(row));
-    };
+    line(&mut header.iter().copied());
+    for row in &rows {
+        line(&mut row.iter().map(String::as_str));
+    }
     println!();
-    line("", &|run| format!("budgets {}", on_off(run.budget)));
-    line("users' calls", &|run| thousands(run.calls));
-    line("  succeeded, the whole run", &|run| {
-        percent(Some(run.success_rate))
-    });
-    line(
-        &format!("  started before the fault (0–{start} s)"),
-        &|run| percent(run.success.before),
-    );
-    line(
-        &format!("  started during the fault ({start}–{end} s)"),
-        &|run| percent(run.success.during),
-    );
-    line(
-        &format!("  started after the fault ({end}–{} s)", args.duration),
-        &|run| percent(run.success.after),
-    );
-    line(
-        "back to ≥ 99 % success after the fault",
-        &|run| match run.recovered_in_seconds {
-            Some(seconds) => format!("in {seconds} s"),
-            None => format!("not in {} s", args.duration.saturating_sub(end)),
-        },
-    );
-    line("db's worst second, × the users' calls", &|run| {
-        run.worst_db_second
-            .as_ref()
-            .map_or("-".to_owned(), |worst| {
-                format!("{:.2}× (t={}s)", worst.multiple_of_baseline, worst.second)
-            })
-    });
-    line("db's longest queue", &|run| thousands(run.db_peak_queue));
-    line("db's refusals, queue full", &|run| {
-        thousands(run.db_refused)
-    });
-    line("attempts at backend / db", &|run| {
-        format!(
-            "{} / {}",
-            thousands(run.attempts.backend),
-            thousands(run.attempts.db)
-        )
-    });
-    line("budget refusals, frontend / backend", &|run| {
-        format!(
-            "{} / {}",
-            thousands(run.budget_refusals.frontend),
-            thousands(run.budget_refusals.backend)
-        )
-    });
-    line("NestedRetry reports (up to × attempts)", &|run| {
-        let n = &run.nested_retries;
-        let p = &run.potential_attempts;
-        format!(
-            "{} ({}×)",
-            thousands(n.frontend + n.backend + n.db),
-            p.frontend.max(p.backend).max(p.db)
-        )
-    });
+    for run in runs {
+        println!(
+            "{:<w$}  {}",
+            run.stack.name(),
+            run.description,
+            w = widths[0]
+        );
+    }
 }
 
 /// Seconds from `end` to the first second at or after it whose rate reached 99 %.
@@ -235,13 +268,6 @@ fn recovered_in(rates: &[Option<f64>], end: usize) -> Option<u64> {
     (end..rates.len())
         .find(|&second| rates[second].is_some_and(|rate| rate >= RECOVERED))
         .map(|second| (second - end) as u64)
-}
-
-fn on_off(budget: Budget) -> &'static str {
-    match budget {
-        Budget::On => "on",
-        Budget::Off => "off",
-    }
 }
 
 fn percent(rate: Option<f64>) -> String {
