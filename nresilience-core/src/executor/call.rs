@@ -168,9 +168,10 @@ pub struct Attempt {
     timeout: Option<Duration>,
     cut_at: Option<Instant>,
     started: Instant,
-    /// Whether the measured ceiling, not the attempt timeout or the deadline, cuts it: a cut
-    /// that the ceiling learns from (E7).
-    ceiling_binds: bool,
+    /// Whether a cut at its timeout is a latency sample the ceiling learns from (E7): the
+    /// measured ceiling cuts it, or a deadline (the caller's, under C2) that is above the
+    /// typical attempt.
+    censors: bool,
     hedge: bool,
 }
 
@@ -538,7 +539,7 @@ impl<E> Call<E> {
     /// When no attempt is running.
     pub fn timed_out<T>(&mut self, attempt: Attempt, now: Instant) -> Step<T, E> {
         let duration = self.end_attempt(&attempt, Verdict::TRANSIENT, now);
-        if attempt.ceiling_binds {
+        if attempt.censors {
             self.policy.record_cut(duration, now);
         }
         self.last = Some(LastAttempt::TimedOut);
@@ -606,13 +607,21 @@ impl<E> Call<E> {
         tracing::event!(parent: &self.span, Level::DEBUG, attempt = i64::from(self.attempts), hedge, "nresilience.attempt");
         self.estimate = self.policy.estimate(now);
         let mut timeout = self.policy.attempt_timeout();
-        let mut ceiling_binds = false;
+        let mut censors = false;
         if let Some(ceiling) = self.estimate.ceiling {
-            ceiling_binds = timeout.is_none_or(|t| ceiling < t);
+            censors = timeout.is_none_or(|t| ceiling < t);
             timeout = Some(timeout.map_or(ceiling, |t| t.min(ceiling)));
+            if let Some(left) = left.filter(|&left| timeout.is_none_or(|t| left < t)) {
+                // Cut by the deadline, the attempt still took at least `left`. Served under a
+                // caller's deadline (C2), that cut is often the only sign of a slower
+                // dependency: ignored, it held each hop's ceiling at the one above it, and a
+                // queue that outgrew them both failed every attempt after the fault. A bound
+                // below the typical attempt says nothing the window lacks, and would drag the
+                // ceiling down.
+                censors = self.estimate.typical.is_some_and(|typical| left >= typical);
+            }
         }
         if let Some(left) = left {
-            ceiling_binds &= timeout.is_none_or(|t| t <= left);
             timeout = Some(timeout.map_or(left, |t| t.min(left)));
         }
         self.attempt_started = now;
@@ -626,7 +635,7 @@ impl<E> Call<E> {
             timeout,
             cut_at: timeout.map(|t| clock::after(now, t)),
             started: now,
-            ceiling_binds,
+            censors,
             hedge,
         }
     }
