@@ -46,7 +46,7 @@ pub(super) fn plot(path: &Path, args: &ChainArgs, runs: &[Summary]) -> Result<()
             ))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
     }
-    legend(&mut success)?;
+    legend(&mut success, SeriesLabelPosition::MiddleRight)?;
 
     let capacity = f64::from(args.db.db_workers) * 1_000.0 / args.db.db_query_ms as f64;
     let slowed = capacity / args.db.fault_slowdown;
@@ -89,7 +89,7 @@ pub(super) fn plot(path: &Path, args: &ChainArgs, runs: &[Summary]) -> Result<()
         .label(run.stack.name())
         .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
     }
-    legend(&mut load)?;
+    legend(&mut load, SeriesLabelPosition::UpperRight)?;
     root.present()?;
     Ok(())
 }
@@ -130,10 +130,12 @@ fn shade(chart: &mut Chart<'_>, (start, end): (f64, f64), top: f64) -> Result<()
     Ok(())
 }
 
-fn legend(chart: &mut Chart<'_>) -> Result<()> {
+/// The legend, where the lines after the fault leave room: success runs near 0 or 100 %, db's
+/// load near its calls.
+fn legend(chart: &mut Chart<'_>, position: SeriesLabelPosition) -> Result<()> {
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(position)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;

@@ -23,6 +23,10 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::chain::{CurrentRun, NestedCounter, Result};
 
+/// What the console shows unless `RUST_LOG` says: warnings, less reqwest-retry's one per retry
+/// (thousands a second in a peer row's storm; the demo counts its attempts itself).
+const CONSOLE: &str = "warn,reqwest_retry=error";
+
 /// The spans the demo traces: its own, at `info`. The exporter's own HTTP traffic is not
 /// the demo's: its libraries' spans are kept out.
 const QUIET: &str =
@@ -60,7 +64,7 @@ pub fn init(service: &str, run: Arc<CurrentRun>) -> Result<Telemetry> {
     let console = tracing_subscriber::fmt::layer()
         .compact()
         .with_writer(std::io::stderr)
-        .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")));
+        .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(CONSOLE)));
     let counter = NestedCounter::new(run);
     let registry = tracing_subscriber::registry().with(console).with(counter);
 
