@@ -196,7 +196,7 @@ where
             .size_hint()
             .upper()
             .is_none_or(|upper| upper <= shared.max_buffered_body as u64);
-        let may_retry = opted && may_fit && policy.may_retry();
+        let may_retry = opted && may_fit;
 
         let started = clock::now();
         let authority = request.uri().authority().map_or("", |a| a.as_str());

@@ -14,7 +14,7 @@ use super::status::into_status;
 use super::tonic_body::TonicBody;
 use super::GrpcClassifier;
 use crate::body::{BoxError, RetryBody, TransportError};
-use crate::layer::{Retry, RetryLayer, DEFAULT_MAX_BUFFERED_BODY};
+use crate::layer::{Retry, RetryLayer};
 
 /// A tower layer that retries gRPC calls under a [`RetryPolicy`], in front of a tonic
 /// `Channel` or any service of `http::Request<tonic::body::Body>`.
@@ -29,7 +29,6 @@ use crate::layer::{Retry, RetryLayer, DEFAULT_MAX_BUFFERED_BODY};
 #[must_use]
 pub struct GrpcRetryLayer<C = GrpcClassifier> {
     inner: RetryLayer<C>,
-    max_buffered_body: usize,
 }
 
 impl GrpcRetryLayer {
@@ -39,7 +38,6 @@ impl GrpcRetryLayer {
             inner: RetryLayer::new(policy)
                 .retry_non_idempotent(true)
                 .classifier(GrpcClassifier::new()),
-            max_buffered_body: DEFAULT_MAX_BUFFERED_BODY,
         }
     }
 }
@@ -49,7 +47,6 @@ impl<C> GrpcRetryLayer<C> {
     /// stamped. Defaults to 64 KiB.
     pub fn max_buffered_body(mut self, bytes: usize) -> Self {
         self.inner = self.inner.max_buffered_body(bytes);
-        self.max_buffered_body = bytes;
         self
     }
 
@@ -58,7 +55,6 @@ impl<C> GrpcRetryLayer<C> {
     pub fn classifier<C2>(self, classifier: C2) -> GrpcRetryLayer<C2> {
         GrpcRetryLayer {
             inner: self.inner.classifier(classifier),
-            max_buffered_body: self.max_buffered_body,
         }
     }
 
@@ -74,7 +70,6 @@ impl<S, C: Clone> Layer<S> for GrpcRetryLayer<C> {
     fn layer(&self, inner: S) -> Self::Service {
         GrpcRetry {
             inner: self.inner.layer(TonicBody(inner)),
-            max_buffered_body: self.max_buffered_body,
         }
     }
 }
@@ -83,7 +78,6 @@ impl<S, C: Clone> Layer<S> for GrpcRetryLayer<C> {
 #[derive(Clone)]
 pub struct GrpcRetry<S, C = GrpcClassifier> {
     inner: Retry<TonicBody<S>, C>,
-    max_buffered_body: usize,
 }
 
 impl<S, C> GrpcRetry<S, C> {
@@ -113,7 +107,6 @@ impl<S: fmt::Debug, C> fmt::Debug for GrpcRetry<S, C> {
         f.debug_struct("GrpcRetry")
             .field("inner", self.get_ref())
             .field("policy", self.policy())
-            .field("max_buffered_body", &self.max_buffered_body)
             .finish()
     }
 }

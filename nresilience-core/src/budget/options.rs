@@ -75,18 +75,6 @@ impl BudgetOptions {
         self
     }
 
-    /// The configured fraction.
-    #[deprecated(note = "read the field: `options.fraction`")]
-    pub const fn get_fraction(&self) -> f64 {
-        self.fraction
-    }
-
-    /// The configured floor rate in tokens per second.
-    #[deprecated(note = "read the field: `options.minimum_per_second`")]
-    pub const fn get_minimum_per_second(&self) -> f64 {
-        self.minimum_per_second
-    }
-
     /// The capacity the bucket will have: the explicit one, or `max(10 × floor, 1)`.
     pub fn effective_capacity(&self) -> f64 {
         self.capacity

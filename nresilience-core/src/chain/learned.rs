@@ -133,7 +133,8 @@ mod tests {
     }
 
     #[test]
-    fn outside_a_scope_nothing_is_recorded_and_nothing_fails() {
+    fn c7_outside_a_scope_nothing_is_recorded_and_nothing_fails() {
         call_ended(StopReason::BudgetExhausted, 1, None);
+        assert_eq!(scope::current::<Learned>(), None);
     }
 }

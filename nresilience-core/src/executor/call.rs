@@ -98,12 +98,6 @@ use crate::telemetry::CANCELLED;
 
 pub use crate::executor::timer::Timer;
 
-/// The clock the library reads, now in [`clock`](crate::clock).
-#[deprecated(note = "use `nresilience_core::clock::now`")]
-pub fn now() -> Instant {
-    clock::now()
-}
-
 /// How a call is started: whether it may retry at all, what it targets, and which bucket
 /// funds its retries.
 #[derive(Debug, Clone, Copy, Default)]
@@ -372,11 +366,6 @@ impl<E> Call<E> {
         self.max_attempts > 1
     }
 
-    /// Where the nesting context came from, when this call is reported as nested.
-    pub fn nested(&self) -> Option<NestingSource> {
-        self.nested.as_ref().map(|n| n.source)
-    }
-
     /// Attempts made so far, counting one this process's rate limiter refused.
     pub fn attempts(&self) -> u32 {
         self.attempts
@@ -385,11 +374,6 @@ impl<E> Call<E> {
     /// The call's span (`resilience {policy}`); attempts run inside it.
     pub fn span(&self) -> &Span {
         &self.span
-    }
-
-    /// The bucket this call is charged to.
-    pub fn bucket(&self) -> Option<&Arc<TokenBucket>> {
-        self.bucket.as_ref()
     }
 
     /// How much the caller waits on this call, for `x-nresilience-criticality`: the policy's,

@@ -127,36 +127,6 @@ impl AttemptCeiling {
         self
     }
 
-    /// The configured multiple.
-    #[deprecated(note = "read the field: `ceiling.multiple`")]
-    pub const fn get_multiple(&self) -> f64 {
-        self.multiple
-    }
-
-    /// The configured quantile.
-    #[deprecated(note = "read the field: `ceiling.quantile`")]
-    pub const fn get_quantile(&self) -> f64 {
-        self.quantile
-    }
-
-    /// The configured window.
-    #[deprecated(note = "read the field: `ceiling.window`")]
-    pub const fn get_window(&self) -> Duration {
-        self.window
-    }
-
-    /// The configured minimum number of samples.
-    #[deprecated(note = "read the field: `ceiling.minimum_samples`")]
-    pub const fn get_minimum_samples(&self) -> u32 {
-        self.minimum_samples
-    }
-
-    /// The configured refresh interval.
-    #[deprecated(note = "read the field: `ceiling.refresh`")]
-    pub const fn get_refresh(&self) -> Duration {
-        self.refresh
-    }
-
     /// The ceiling for a measured quantile latency: `multiple × measured`, at least the floor.
     pub fn ceiling_for(&self, measured: Duration) -> Duration {
         let scaled = measured.as_secs_f64() * self.multiple;

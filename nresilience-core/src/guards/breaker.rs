@@ -191,42 +191,6 @@ impl BreakerOptions {
         self
     }
 
-    /// The configured failure ratio.
-    #[deprecated(note = "read the field: `options.failure_ratio`")]
-    pub const fn get_failure_ratio(&self) -> Option<f64> {
-        self.failure_ratio
-    }
-
-    /// The configured minimum throughput.
-    #[deprecated(note = "read the field: `options.minimum_throughput`")]
-    pub const fn get_minimum_throughput(&self) -> u32 {
-        self.minimum_throughput
-    }
-
-    /// The configured sampling window.
-    #[deprecated(note = "read the field: `options.sampling_window`")]
-    pub const fn get_sampling_window(&self) -> Duration {
-        self.sampling_window
-    }
-
-    /// The configured break duration.
-    #[deprecated(note = "read the field: `options.break_duration`")]
-    pub const fn get_break_duration(&self) -> Duration {
-        self.break_duration
-    }
-
-    /// The configured number of half-open probe slots.
-    #[deprecated(note = "read the field: `options.half_open_probes`")]
-    pub const fn get_half_open_probes(&self) -> u32 {
-        self.half_open_probes
-    }
-
-    /// The successful probes that close the breaker.
-    #[deprecated(note = "read the field: `options.probes_to_close`")]
-    pub const fn get_probes_to_close(&self) -> u32 {
-        self.probes_to_close
-    }
-
     /// Checks every term, returning the first that is out of range.
     pub fn validate(&self) -> Result<(), InvalidBreaker> {
         if let Some(ratio) = self.failure_ratio {

@@ -45,12 +45,6 @@ impl Load {
         self.per_second
     }
 
-    /// How many processes offer this load.
-    #[deprecated(note = "read the field: `load.peers`")]
-    pub const fn get_peers(&self) -> u32 {
-        self.peers
-    }
-
     pub(super) fn validate(&self) -> Result<(), InvalidSimulation> {
         if !(self.per_second.is_finite() && self.per_second > 0.0) {
             return Err(InvalidSimulation::new(format!(
