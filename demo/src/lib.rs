@@ -1,6 +1,7 @@
-//! The nresilience demo: a frontend → backend → db chain on loopback, each hop an axum app
-//! with `NestedRetryLayer` and a retrying `nresilience-client`, driven with a fault window
-//! in db.
+//! The nresilience demo: a frontend → backend → db chain on loopback, driven with a fault
+//! window in db. The frontend and backend are axum apps built on nresilience
+//! (`NestedRetryLayer` and a retrying `nresilience-client`) or, for comparison, on a retry
+//! library a Rust user picks instead.
 //!
 //! Each hop is a `fn …_app(..) -> Router`, so a test can drive it without sockets.
 
