@@ -51,21 +51,18 @@ impl PeerClient {
     /// Calls `url` and reads the answer through: its status, or the error the call ended in.
     pub async fn get(&self, url: &str) -> Result<StatusCode> {
         match &self.0 {
-            Library::Reqwest(client) => {
-                let response = client.get(url).send().await?;
-                let status = response.status();
-                response.bytes().await?;
-                Ok(status)
-            }
-            Library::ReqwestRetry(client) => {
-                let response = client.get(url).send().await?;
-                let status = response.status();
-                response.bytes().await?;
-                Ok(status)
-            }
+            Library::Reqwest(client) => read(client.get(url).send().await?).await,
+            Library::ReqwestRetry(client) => read(client.get(url).send().await?).await,
             Library::Tower(client) => tower_retry::get(client.as_ref().clone(), url).await,
         }
     }
+}
+
+/// A reqwest answer's status, once its body is read through.
+async fn read(response: reqwest::Response) -> Result<StatusCode> {
+    let status = response.status();
+    response.bytes().await?;
+    Ok(status)
 }
 
 #[derive(Clone)]
