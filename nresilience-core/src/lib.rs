@@ -29,10 +29,12 @@ mod criticality;
 mod executor;
 mod guards;
 pub mod nesting;
+mod outcome;
 pub mod scope;
 #[cfg(feature = "simulate")]
 pub mod simulate;
 pub mod telemetry;
+mod verdict;
 
 pub use backoff::{
     Backoff, BackoffKind, InvalidBackoff, Jitter, MeasuredBase, NextAttempt, RetryKind,
@@ -41,12 +43,11 @@ pub use budget::{BudgetOptions, InvalidBudget, RetryBudget, TokenBucket};
 pub use criticality::Criticality;
 pub use executor::call::{self, Attempt};
 pub use executor::ceiling::AttemptCeiling;
-pub use executor::error::{
-    CallRejected, InvalidPolicy, LastAttempt, RejectReason, RetryError, StopReason,
-};
+pub use executor::error::{CallRejected, InvalidPolicy, LastAttempt, RetryError};
 pub use executor::execute::Execute;
 pub use executor::hedge::Hedge;
 pub use executor::latency;
 pub use executor::policy::{RetryPolicy, RetryPolicyBuilder};
-pub use executor::verdict::{Classify, DefaultClassifier, Verdict};
 pub use guards::{breaker, limiter};
+pub use outcome::{RejectReason, StopReason};
+pub use verdict::{Classify, DefaultClassifier, Verdict};

@@ -8,8 +8,8 @@ use opentelemetry::metrics::{Counter, Gauge, Histogram};
 use opentelemetry::{global, KeyValue, StringValue};
 
 use crate::criticality::Criticality;
-use crate::executor::error::StopReason;
-use crate::executor::verdict::Verdict;
+use crate::outcome::StopReason;
+use crate::verdict::Verdict;
 
 /// Counter of calls, tagged with policy and outcome.
 pub const CALLS: &str = "nresilience.calls";

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::thread::LocalKey;
 use std::time::Duration;
 
-use crate::executor::error::StopReason;
+use crate::outcome::StopReason;
 use crate::scope::{self, sealed, Scoped};
 
 thread_local! {

@@ -89,12 +89,13 @@ use crate::chain::learned;
 use crate::chain::{self, Inbound};
 use crate::clock;
 use crate::criticality::Criticality;
-use crate::executor::error::{CallRejected, LastAttempt, RejectReason, RetryError, StopReason};
+use crate::executor::error::{CallRejected, LastAttempt, RetryError};
 use crate::executor::policy::{Estimate, RetryPolicy};
-use crate::executor::verdict::Verdict;
 use crate::guards::breaker::{BreakerOutcome, BreakerPermit};
 use crate::nesting::{self, NestingSource};
+use crate::outcome::{RejectReason, StopReason};
 use crate::telemetry::CANCELLED;
+use crate::verdict::Verdict;
 
 pub use crate::executor::timer::Timer;
 

@@ -13,8 +13,8 @@ use crate::clock;
 use crate::executor::call::{Attempt, Call, CallOptions, Step, Timer};
 use crate::executor::error::RetryError;
 use crate::executor::policy::RetryPolicy;
-use crate::executor::verdict::{Classify, DefaultClassifier};
 use crate::nesting::{self, NestingSource};
+use crate::verdict::{Classify, DefaultClassifier};
 
 impl RetryPolicy {
     /// Runs `attempt` until it succeeds or the policy stops it; `Ok` is a success and every

@@ -4,7 +4,7 @@
 //! - `policy`: the settings, the buckets they fund retries from, the latency estimate.
 //! - `call`: one call's decisions between attempts, as a state machine every driver runs.
 //! - `execute`: the driver for async closures, `RetryPolicy::execute`.
-//! - `verdict`: what one attempt's outcome means; `error`: why a call stopped.
+//! - `error`: the error a failed call returns, and a configuration refused.
 //! - `hedge`: when a call starts another attempt beside the one in flight.
 //! - `ceiling` and `latency`: the measured attempt ceiling and the window it is measured over.
 
@@ -16,4 +16,3 @@ pub(crate) mod hedge;
 pub mod latency;
 pub(crate) mod policy;
 mod timer;
-pub(crate) mod verdict;

@@ -20,11 +20,12 @@ use super::workers::Pool;
 use super::InvalidSimulation;
 use crate::budget::RetryBudget;
 use crate::chain::{self, Inbound};
-use crate::executor::error::{InvalidPolicy, RetryError, StopReason};
+use crate::executor::error::{InvalidPolicy, RetryError};
 use crate::executor::policy::RetryPolicy;
-use crate::executor::verdict::Verdict;
 use crate::guards::breaker::CircuitBreaker;
 use crate::guards::limiter::RateLimiter;
+use crate::outcome::StopReason;
+use crate::verdict::Verdict;
 
 /// tokio's timer resolution: every timer fires on a whole millisecond of the virtual clock.
 const TICK: Duration = Duration::from_millis(1);

@@ -1,0 +1,81 @@
+//! How a call ended: why it stopped, and what refused it. A leaf every layer imports downward:
+//! the executor decides these, the chain and the telemetry read them.
+
+use std::fmt;
+
+/// Why a call stopped.
+///
+/// A caller cancels a call by dropping its future: nothing runs after that, so there is no
+/// error to read; its metrics and span carry the outcome `cancelled`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// An attempt succeeded.
+    Succeeded,
+    /// An attempt failed in a way no retry can fix.
+    Permanent,
+    /// The attempts allowed were used up (or the call may not be retried at all).
+    AttemptsExhausted,
+    /// The retry budget refused a retry.
+    BudgetExhausted,
+    /// A circuit breaker in front of the dependency is open: the call was refused before its
+    /// next attempt.
+    BreakerOpen,
+    /// The deadline passed, or the next delay would have passed it.
+    DeadlineExceeded,
+    /// The dependency answered with the overload signal: its own call was refused by its
+    /// budget or breaker, so this call does not retry onto it.
+    Overloaded,
+    /// The dependency answered that it failed after retrying itself, so this call does not
+    /// retry it again.
+    RetriedBelow,
+}
+
+impl StopReason {
+    /// The `nresilience.outcome` metric tag, e.g. `budget_exhausted`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Succeeded => "succeeded",
+            StopReason::Permanent => "permanent",
+            StopReason::AttemptsExhausted => "attempts_exhausted",
+            StopReason::BudgetExhausted => "budget_exhausted",
+            StopReason::BreakerOpen => "breaker_open",
+            StopReason::DeadlineExceeded => "deadline_exceeded",
+            StopReason::Overloaded => "overloaded",
+            StopReason::RetriedBelow => "retried_below",
+        }
+    }
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What refused a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// The retry budget had no token for a retry.
+    BudgetExhausted,
+    /// A circuit breaker was open (or half-open with every probe slot taken).
+    BreakerOpen,
+}
+
+impl RejectReason {
+    /// The `nresilience.reason` metric tag: `budget_exhausted` or `breaker_open`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::BudgetExhausted => "budget_exhausted",
+            RejectReason::BreakerOpen => "breaker_open",
+        }
+    }
+
+    pub(crate) const fn stop_reason(self) -> StopReason {
+        match self {
+            RejectReason::BudgetExhausted => StopReason::BudgetExhausted,
+            RejectReason::BreakerOpen => StopReason::BreakerOpen,
+        }
+    }
+}
