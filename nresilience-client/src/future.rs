@@ -397,7 +397,7 @@ where
                 let wake = wake_at(&this);
                 this.timer.as_mut().set(wake);
             }
-            Step::Wait => {
+            Step::InFlight => {
                 let wake = wake_at(&this);
                 this.timer.as_mut().set(wake);
             }
@@ -488,15 +488,15 @@ where
             match hedge_when_ready(this, cx) {
                 Poll::Ready(step) => step,
                 // The cuts still apply while the service is busy.
-                Poll::Pending => Step::Wait,
+                Poll::Pending => Step::InFlight,
             }
         }
-        _ => Step::Wait,
+        _ => Step::InFlight,
     })
 }
 
 /// The hedge that is due, once the service is ready for it: a [`Step::Hedge`] (or a
-/// [`Step::Wait`], if the budget refused it meanwhile). A service that fails to get ready
+/// [`Step::InFlight`], if the budget refused it meanwhile). A service that fails to get ready
 /// ends the call's hedging; the attempts in flight go on.
 fn hedge_when_ready<S, C, B, ResB>(
     this: &mut ResponseFutureProj<'_, S, C, B>,
@@ -511,10 +511,10 @@ where
     let now = clock::now();
     Poll::Ready(match (ready, this.call.hedge_at()) {
         (Ok(()), Some(hedge_at)) => this.call.next(now.max(hedge_at)),
-        (Ok(()), None) => Step::Wait,
+        (Ok(()), None) => Step::InFlight,
         (Err(_), _) => {
             this.call.stop_hedging();
-            Step::Wait
+            Step::InFlight
         }
     })
 }

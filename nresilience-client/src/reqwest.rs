@@ -252,7 +252,7 @@ impl<'a> Attempts<'a, '_> {
                     tokio::time::sleep_until(until.into()).await;
                     self.call.next(clock::now())
                 }
-                Step::Hedge(_) | Step::Wait => unreachable!("a call that may not hedge"),
+                Step::Hedge(_) | Step::InFlight => unreachable!("a call that may not hedge"),
                 Step::Done(result) => return result,
             };
         }
@@ -334,7 +334,7 @@ impl<'a> Attempts<'a, '_> {
                         future,
                     });
                 }
-                Step::Wait => {}
+                Step::InFlight => {}
                 Step::Sleep(until) => {
                     tokio::time::sleep_until(until.into()).await;
                     step = self.call.next(clock::now());
@@ -387,7 +387,7 @@ impl<'a> Attempts<'a, '_> {
                         self.call.timed_out(flight.attempt, now)
                     }
                     (_, Some(hedge_at)) => self.call.next(now.max(hedge_at)),
-                    _ => Step::Wait,
+                    _ => Step::InFlight,
                 },
             };
         }

@@ -170,7 +170,7 @@ where
                         .get_or_insert_with(Box::default)
                         .push((hedge, future));
                 }
-                Step::Wait => {}
+                Step::InFlight => {}
                 Step::Sleep(until) => {
                     timer.as_mut().set(Some(until));
                     ready!(timer.as_mut().poll(cx));
@@ -243,7 +243,7 @@ where
             },
             _ => match hedge_at {
                 Some(hedge_at) => call.next(now.max(hedge_at)),
-                None => Step::Wait,
+                None => Step::InFlight,
             },
         });
     }

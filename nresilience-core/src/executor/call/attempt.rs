@@ -1,0 +1,141 @@
+//! One attempt's life in the call: admitted past the breaker and limiter, bounded, and closed.
+
+use std::time::{Duration, Instant};
+
+use tracing::Level;
+
+use super::decide::{attempt_bound, breaker_outcome, Decision};
+use super::{Attempt, Call, Phase, Step};
+use crate::clock;
+use crate::executor::error::LastAttempt;
+use crate::guards::breaker::BreakerOutcome;
+use crate::outcome::{RejectReason, StopReason};
+use crate::verdict::Verdict;
+
+impl<E> Call<E> {
+    pub(super) fn begin<T>(&mut self, now: Instant) -> Step<T, E> {
+        // A caller that has given up already gets no attempt (C2): a deadline inherited from
+        // the request being served may be gone before the call starts.
+        let left = self.time_left(now);
+        if left.is_some_and(|left| left.is_zero()) {
+            self.last.get_or_insert(LastAttempt::TimedOut);
+            return self.step(Decision::Stop(StopReason::DeadlineExceeded), now);
+        }
+        if self.attempts == 0 {
+            self.report_nested();
+        }
+        if let Some(breaker) = self.policy.circuit_breaker() {
+            match breaker.try_acquire(now) {
+                Ok(permit) => {
+                    self.permit = Some(permit);
+                    self.permit_of = self.attempts + 1;
+                }
+                Err(_) => return self.refusing(RejectReason::BreakerOpen, now),
+            }
+        }
+        self.attempts += 1;
+        let limited = self
+            .policy
+            .rate_limiter()
+            .filter(|limiter| !limiter.try_acquire(now))
+            .map(|limiter| limiter.retry_after(now));
+        if let Some(retry_after) = limited {
+            // Self-imposed: it never went out, so it records no outcome anywhere (B8). A token
+            // withdrawn for it stays held: it pays for the retry when that retry goes out.
+            self.settle_permit(self.attempts, BreakerOutcome::Ignored, now);
+            self.last = Some(LastAttempt::Refused);
+            let verdict = Verdict::Throttled {
+                self_imposed: true,
+                retry_after: Some(retry_after),
+            };
+            let decision = self.decide(verdict, Duration::ZERO, now);
+            return self.step(decision, now);
+        }
+        // The token, if any, paid for this retry: it goes out.
+        self.token = false;
+        if let Some(concurrent) = self.concurrent.as_deref_mut() {
+            concurrent.first = Some((self.attempts, now));
+            concurrent.pushback = None;
+        }
+        Step::Run(self.admit(now, left, false))
+    }
+
+    /// Starts the attempt numbered `self.attempts` at `now`, bounded by the attempt timeout,
+    /// the measured ceiling and the time `left`.
+    #[inline(always)]
+    pub(super) fn admit(&mut self, now: Instant, left: Option<Duration>, hedge: bool) -> Attempt {
+        tracing::event!(parent: &self.span, Level::DEBUG, attempt = i64::from(self.attempts), hedge, "nresilience.attempt");
+        self.estimate = self.policy.estimate(now);
+        let (timeout, censors) = attempt_bound(
+            self.policy.attempt_timeout(),
+            self.estimate.ceiling,
+            self.estimate.typical,
+            left,
+        );
+        self.attempt_started = now;
+        if self.may_hedge {
+            self.hedge_due = self.hedge_instant(now);
+        }
+        self.in_flight += 1;
+        self.phase = Phase::Attempting;
+        Attempt {
+            number: self.attempts,
+            timeout,
+            cut_at: timeout.map(|t| clock::after(now, t)),
+            started: now,
+            censors,
+            hedge,
+        }
+    }
+
+    /// Closes `attempt`: its duration, metrics and breaker outcome.
+    #[inline(always)]
+    pub(super) fn end_attempt(
+        &mut self,
+        attempt: &Attempt,
+        verdict: Verdict,
+        now: Instant,
+    ) -> Duration {
+        assert!(
+            matches!(self.phase, Phase::Attempting) && self.in_flight > 0,
+            "no attempt is running"
+        );
+        self.in_flight -= 1;
+        if self.in_flight == 0 {
+            self.phase = Phase::Ready;
+        }
+        if let Some(concurrent) = self.concurrent.as_deref_mut() {
+            if concurrent
+                .first
+                .is_some_and(|(first, _)| first == attempt.number)
+            {
+                concurrent.first = None;
+            }
+        }
+        let duration = now.saturating_duration_since(attempt.started);
+        self.policy
+            .instruments()
+            .attempt(verdict, duration.as_secs_f64());
+        let outcome = breaker_outcome(verdict);
+        self.settle_permit(attempt.number, outcome, now);
+        duration
+    }
+
+    #[inline]
+    pub(super) fn settle_permit(&mut self, attempt: u32, outcome: BreakerOutcome, now: Instant) {
+        let Some(breaker) = self.policy.circuit_breaker() else {
+            return;
+        };
+        let permit = match self.concurrent.as_deref_mut() {
+            _ if self.permit_of == attempt => self.permit.take(),
+            Some(concurrent) => {
+                let at = concurrent.permits.iter().position(|(n, _)| *n == attempt);
+                at.map(|at| concurrent.permits.swap_remove(at).1)
+            }
+            None => None,
+        };
+        if let Some(permit) = permit {
+            breaker.record(permit, outcome, now);
+        }
+    }
+}

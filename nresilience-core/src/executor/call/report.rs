@@ -1,0 +1,178 @@
+//! How a call ends and is seen: its refusals, its error, its metrics and spans, and the
+//! nested retry it reports.
+
+use std::time::{Duration, Instant};
+
+use tracing::{field, Level, Span};
+
+use super::{Call, Phase, Step};
+use crate::chain::learned;
+use crate::clock;
+use crate::executor::error::{CallRejected, LastAttempt, RetryError};
+use crate::nesting::NestingSource;
+use crate::outcome::{RejectReason, StopReason};
+use crate::telemetry::CANCELLED;
+
+impl<E> Call<E> {
+    /// The budget or the breaker refused the call: announce it now, return it after the
+    /// rejection pause (B7, G1).
+    pub(super) fn refusing<T>(&mut self, reason: RejectReason, now: Instant) -> Step<T, E> {
+        self.return_token();
+        self.phase = Phase::Refusing(reason);
+        let pause = self.policy.rejection_pause();
+        let pause = self.time_left(now).map_or(pause, |left| pause.min(left));
+        self.policy
+            .instruments()
+            .rejection(reason.as_str(), self.criticality);
+        let (attempt, pause_ms) = (i64::from(self.attempts), pause.as_millis() as u64);
+        // The budget or breaker at work is not a fault: INFO, and the call's span carries
+        // the outcome.
+        match reason {
+            RejectReason::BudgetExhausted => tracing::event!(
+                parent: &self.span,
+                Level::INFO,
+                attempt,
+                pause_ms,
+                "nresilience.budget_exhausted"
+            ),
+            RejectReason::BreakerOpen => tracing::event!(
+                parent: &self.span,
+                Level::INFO,
+                attempt,
+                pause_ms,
+                "nresilience.breaker_open"
+            ),
+        }
+        Step::Sleep(clock::after(now, pause))
+    }
+
+    /// Ends a refused call after its pause. The hint is read now, after the pause: the time
+    /// the budget's floor needs from here, or the rest of the break (B7, G1).
+    pub(super) fn refuse<T>(&mut self, reason: RejectReason, now: Instant) -> Step<T, E> {
+        let retry_after = match reason {
+            RejectReason::BudgetExhausted => self
+                .bucket
+                .as_ref()
+                .and_then(|b| b.retry_after_for(now, self.criticality)),
+            RejectReason::BreakerOpen => self
+                .policy
+                .circuit_breaker()
+                .and_then(|breaker| breaker.retry_after(now)),
+        };
+        let stop = reason.stop_reason();
+        learned::call_ended(stop, self.attempts, retry_after);
+        self.stop(stop, now);
+        let rejected = CallRejected::new(reason, retry_after);
+        Step::Done(Err(self.error(stop, Some(rejected))))
+    }
+
+    #[inline]
+    pub(super) fn return_token(&mut self) {
+        if std::mem::take(&mut self.token) {
+            if let Some(bucket) = &self.bucket {
+                bucket.refund();
+            }
+        }
+    }
+
+    pub(super) fn error(
+        &mut self,
+        reason: StopReason,
+        rejected: Option<CallRejected>,
+    ) -> RetryError<E> {
+        let last = self.last.take().unwrap_or(LastAttempt::Refused);
+        RetryError::new(reason, self.attempts, last, rejected)
+    }
+
+    pub(super) fn time_left(&self, now: Instant) -> Option<Duration> {
+        self.deadline.map(|d| d.saturating_duration_since(now))
+    }
+
+    pub(super) fn stop(&mut self, reason: StopReason, now: Instant) {
+        self.finish(reason, now, None);
+    }
+
+    /// Ends the call at `now`; `elapsed` is its duration when already known.
+    #[inline]
+    pub(super) fn finish(&mut self, reason: StopReason, now: Instant, elapsed: Option<Duration>) {
+        // A retry that will never go out does not keep its token (B13).
+        self.return_token();
+        // The request being served learns how its calls failed (C7); a refusal or an
+        // overloaded answer has told it already, with its hint.
+        if !matches!(
+            reason,
+            StopReason::Succeeded
+                | StopReason::BudgetExhausted
+                | StopReason::BreakerOpen
+                | StopReason::Overloaded
+        ) {
+            learned::call_ended(reason, self.attempts, None);
+        }
+        self.phase = Phase::Done;
+        let elapsed = elapsed.unwrap_or_else(|| now.saturating_duration_since(self.started));
+        self.record_end(Some(reason), elapsed, now);
+    }
+
+    /// Records the call's end: `None` when its caller dropped it unfinished.
+    #[inline]
+    pub(super) fn record_end(&self, reason: Option<StopReason>, elapsed: Duration, now: Instant) {
+        let instruments = self.policy.instruments();
+        instruments.call(reason, self.criticality, elapsed.as_secs_f64());
+        if self.attempts > 1 || self.refilled || reason == Some(StopReason::BudgetExhausted) {
+            if let Some(bucket) = &self.bucket {
+                instruments.utilization(bucket.utilization(now));
+            }
+        }
+        let nested_span = self.nested.as_ref().map(|nested| &nested.span);
+        // A span no subscriber took costs a lookup of each field by name to record nothing.
+        for span in std::iter::once(&self.span).chain(nested_span) {
+            if !span.is_disabled() {
+                // i64: unsigned 32-bit fields reach OpenTelemetry as strings.
+                span.record("nresilience.attempts", i64::from(self.attempts));
+                let outcome = reason.map_or(CANCELLED, StopReason::as_str);
+                span.record("nresilience.outcome", outcome);
+            }
+        }
+    }
+
+    /// Reports a nested retry once, before the first attempt (N5).
+    pub(super) fn report_nested(&mut self) {
+        let potential_attempts = self.potential_attempts();
+        let Some(nested) = &mut self.nested else {
+            return;
+        };
+        let source = nested.source.as_str();
+        self.policy
+            .instruments()
+            .nested(source, self.depth, potential_attempts);
+        let span = tracing::info_span!(
+            parent: &self.span,
+            "NestedRetry",
+            nresilience.source = source,
+            nresilience.policy = self.policy.name(),
+            nresilience.target = nested.target.as_deref(),
+            nresilience.method = nested.method.as_deref(),
+            nresilience.nesting.depth = i64::from(self.depth),
+            nresilience.potential_attempts = i64::from(potential_attempts),
+            nresilience.attempts = field::Empty,
+            nresilience.outcome = field::Empty,
+        );
+        tracing::event!(
+            parent: &span,
+            Level::INFO,
+            nresilience.source = source,
+            "nresilience.nested_retry"
+        );
+        nested.span = span;
+    }
+}
+
+/// A retrying call started inside a retrying context, and what it targets.
+#[derive(Debug)]
+pub(super) struct Nested {
+    pub(super) source: NestingSource,
+    pub(super) target: Option<String>,
+    pub(super) method: Option<String>,
+    /// The `NestedRetry` span, once the first attempt reported it.
+    pub(super) span: Span,
+}
