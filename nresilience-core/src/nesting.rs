@@ -104,6 +104,18 @@ pub fn sync_scope<R>(source: NestingSource, f: impl FnOnce() -> R) -> R {
     scope::sync_scope(source, f).0
 }
 
+/// Runs `f` — one poll of a call's driver — inside the in-process retrying context when the
+/// call may `retry`: a retrying call made while it runs is nested (N5). A call that makes one
+/// attempt sets nothing.
+#[inline(always)]
+pub fn retrying_scope<R>(retry: bool, f: impl FnOnce() -> R) -> R {
+    if retry {
+        sync_scope(NestingSource::InProcess, f)
+    } else {
+        f()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,16 +4,15 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use std::time::Instant;
 
 use pin_project_lite::pin_project;
 use tracing::Span;
 
 use crate::clock;
-use crate::executor::call::{Attempt, Call, CallOptions, Step, Timer};
+use crate::executor::call::{Attempt, Call, CallOptions, Flights, Landed, Step};
 use crate::executor::error::RetryError;
 use crate::executor::policy::RetryPolicy;
-use crate::nesting::{self, NestingSource};
+use crate::nesting;
 use crate::verdict::{Classify, DefaultClassifier};
 
 impl RetryPolicy {
@@ -50,12 +49,7 @@ impl RetryPolicy {
             attempt,
             call: None,
             span: Span::none(),
-            running: Running {
-                attempt: None,
-                admitted: None,
-                hedges: None,
-                timer: Timer::new(),
-            },
+            flights: Flights::new(),
             output: PhantomData,
         }
     }
@@ -75,27 +69,8 @@ pin_project! {
         call: Option<Call<E>>,
         span: Span,
         #[pin]
-        running: Running<Fut>,
+        flights: Flights<Fut>,
         output: PhantomData<fn() -> T>,
-    }
-}
-
-/// Hedges in flight, each with its attempt.
-type Hedges<Fut> = Vec<(Attempt, Pin<Box<Fut>>)>;
-
-pin_project! {
-    /// The attempts in flight and the call's one timer.
-    #[project = RunningProj]
-    struct Running<Fut> {
-        // The attempt that opened the ones in flight: no allocation for a call that never
-        // hedges.
-        #[pin]
-        attempt: Option<Fut>,
-        admitted: Option<Attempt>,
-        // Hedges beside it (HG1), out of line: most calls never hedge.
-        hedges: Option<Box<Hedges<Fut>>>,
-        #[pin]
-        timer: Timer,
     }
 }
 
@@ -123,15 +98,11 @@ where
             }
         };
         let _entered = this.span.enter();
-        let (classifier, attempt, running) = (*this.classifier, this.attempt, this.running);
-        if call.may_retry() {
-            // The whole call is a retrying context: a retrying call inside it is nested.
-            nesting::sync_scope(NestingSource::InProcess, || {
-                drive(call, classifier, attempt, running, first, cx)
-            })
-        } else {
-            drive(call, classifier, attempt, running, first, cx)
-        }
+        let (classifier, attempt, flights) = (*this.classifier, this.attempt, this.flights);
+        // The whole call is a retrying context: a retrying call inside it is nested.
+        nesting::retrying_scope(call.may_retry(), || {
+            drive(call, classifier, attempt, flights, first, cx)
+        })
     }
 }
 
@@ -140,8 +111,8 @@ fn drive<C, F, Fut, T, E>(
     call: &mut Call<E>,
     classifier: &C,
     make_attempt: &mut F,
-    running: Pin<&mut Running<Fut>>,
-    first: Option<Step<T, E>>,
+    mut flights: Pin<&mut Flights<Fut>>,
+    mut step: Option<Step<T, E>>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<T, RetryError<E>>>
 where
@@ -149,136 +120,34 @@ where
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    let RunningProj {
-        mut attempt,
-        admitted,
-        hedges,
-        mut timer,
-    } = running.project();
-    let mut step = first;
     loop {
-        if let Some(next) = step.take() {
-            match next {
-                Step::Run(run) => {
-                    attempt.set(Some(make_attempt(run)));
-                    *admitted = Some(run);
-                    timer.as_mut().set(run.cut_at());
-                }
-                Step::Hedge(hedge) => {
-                    let future = Box::pin(make_attempt(hedge));
-                    hedges
-                        .get_or_insert_with(Box::default)
-                        .push((hedge, future));
-                }
-                Step::InFlight => {}
-                Step::Sleep(until) => {
-                    timer.as_mut().set(Some(until));
-                    ready!(timer.as_mut().poll(cx));
-                    step = Some(call.next(clock::now()));
-                    continue;
-                }
-                Step::Done(result) => {
-                    // The attempts still in flight lost: dropped now, not when the call is.
-                    attempt.set(None);
-                    *hedges = None;
-                    return Poll::Ready(result);
-                }
+        match step {
+            Some(Step::Run(attempt)) => flights.as_mut().run(attempt, (), make_attempt(attempt)),
+            Some(Step::Hedge(attempt)) => {
+                flights.as_mut().hedge(attempt, (), make_attempt(attempt));
             }
-            if call.may_hedge() {
-                // The timer serves every attempt in flight and the next hedge.
-                let cut = earliest_cut(admitted, hedges).map(|(_, cut)| cut);
-                let wake = match call.hedge_at() {
-                    Some(hedge_at) => Some(cut.map_or(hedge_at, |cut| cut.min(hedge_at))),
-                    None => cut,
-                };
-                timer.as_mut().set(wake);
+            Some(Step::InFlight) | None => {}
+            Some(Step::Sleep(until)) => flights.as_mut().sleep(until),
+            Some(Step::Done(result)) => {
+                // The attempts still in flight lost: dropped now, not when the call is.
+                flights.clear();
+                return Poll::Ready(result);
             }
         }
-        if let Some(running) = attempt.as_mut().as_pin_mut() {
-            if let Poll::Ready(result) = running.poll(cx) {
-                attempt.set(None);
-                let Some(run) = admitted.take() else {
-                    unreachable!("a running attempt was admitted")
-                };
-                let verdict = classifier.classify(&result);
-                step = Some(call.attempted(run, result, verdict, clock::now()));
-                continue;
-            }
-        }
-        if let Some(in_flight) = hedges.as_deref_mut() {
-            if let Some((at, result)) = poll_hedges(in_flight, cx) {
-                let (hedge, _) = in_flight.swap_remove(at);
-                let verdict = classifier.classify(&result);
-                step = Some(call.attempted(hedge, result, verdict, clock::now()));
-                continue;
-            }
-        }
-        let hedging = hedges.as_deref().is_some_and(|h| !h.is_empty());
-        if attempt.is_none() && !hedging {
-            // Between attempts: the backoff or the rejection pause.
-            ready!(timer.as_mut().poll(cx));
-            step = Some(call.next(clock::now()));
-            continue;
-        }
-        ready!(timer.as_mut().poll(cx));
-        let now = clock::now();
-        // The timer was set to the earliest of the cuts and the hedge: that one is due.
-        let hedge_at = call.hedge_at();
-        step = Some(match earliest_cut(admitted, hedges) {
-            Some((which, cut)) if hedge_at.is_none_or(|h| cut <= h) => match which {
-                None => {
-                    attempt.set(None);
-                    let Some(run) = admitted.take() else {
-                        unreachable!("a running attempt was admitted")
-                    };
-                    call.timed_out(run, now)
+        step = Some(
+            match ready!(flights.as_mut().poll_landed(cx, call.hedge_at())) {
+                Landed::Answered {
+                    attempt, output, ..
+                } => {
+                    let verdict = classifier.classify(&output);
+                    call.attempted(attempt, output, verdict, clock::now())
                 }
-                Some(at) => {
-                    let Some(in_flight) = hedges.as_deref_mut() else {
-                        unreachable!("the earliest cut is a hedge's")
-                    };
-                    let (hedge, _) = in_flight.swap_remove(at);
-                    call.timed_out(hedge, now)
-                }
+                Landed::Cut { attempt, .. } => call.timed_out(attempt, clock::now()),
+                Landed::HedgeDue(at) => call.next(at),
+                Landed::Woke => call.next(clock::now()),
             },
-            _ => match hedge_at {
-                Some(hedge_at) => call.next(now.max(hedge_at)),
-                None => Step::InFlight,
-            },
-        });
+        );
     }
-}
-
-/// The attempt in flight cut first, and when: `None` for the attempt the hedges run beside
-/// (admitted until it ends), a hedge by its place.
-#[inline]
-fn earliest_cut<Fut>(
-    admitted: &Option<Attempt>,
-    hedges: &Option<Box<Hedges<Fut>>>,
-) -> Option<(Option<usize>, Instant)> {
-    let mut earliest = admitted.and_then(|a| a.cut_at()).map(|cut| (None, cut));
-    for (at, (hedge, _)) in hedges.iter().flat_map(|hedges| hedges.iter().enumerate()) {
-        if let Some(cut) = hedge.cut_at() {
-            if earliest.is_none_or(|(_, first)| cut < first) {
-                earliest = Some((Some(at), cut));
-            }
-        }
-    }
-    earliest
-}
-
-/// The first hedge that answered, and its answer.
-fn poll_hedges<Fut: Future>(
-    hedges: &mut [(Attempt, Pin<Box<Fut>>)],
-    cx: &mut Context<'_>,
-) -> Option<(usize, Fut::Output)> {
-    hedges
-        .iter_mut()
-        .enumerate()
-        .find_map(|(at, (_, future))| match future.as_mut().poll(cx) {
-            Poll::Ready(output) => Some((at, output)),
-            Poll::Pending => None,
-        })
 }
 
 impl<C, F, Fut, T, E> std::fmt::Debug for Execute<'_, C, F, Fut, T, E> {

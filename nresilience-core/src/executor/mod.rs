@@ -3,6 +3,7 @@
 //!
 //! - `policy`: the settings, the buckets they fund retries from, the latency estimate.
 //! - `call`: one call's decisions between attempts, as a state machine every driver runs.
+//! - `flights` and `timer`: the attempts in flight and the one timer every driver polls.
 //! - `execute`: the driver for async closures, `RetryPolicy::execute`.
 //! - `error`: the error a failed call returns, and a configuration refused.
 //! - `hedge`: when a call starts another attempt beside the one in flight.
@@ -12,6 +13,7 @@ pub mod call;
 pub(crate) mod ceiling;
 pub(crate) mod error;
 pub(crate) mod execute;
+mod flights;
 pub(crate) mod hedge;
 pub mod latency;
 pub(crate) mod policy;

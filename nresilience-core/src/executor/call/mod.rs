@@ -3,12 +3,13 @@
 //! [`RetryPolicy::execute`](crate::RetryPolicy::execute) drives it with async closures; the
 //! HTTP and gRPC middleware of `nresilience-client` drive it from their own futures. Every
 //! driver is the same short loop: ask the [`Call`] for its next [`Step`], do what the step
-//! says — run an attempt, start a hedge beside the ones in flight, let them go on, sleep, or return —
-//! and hand back what happened to each attempt. The call holds every
-//! rule between two attempts (the decision order, the budget, the breaker and limiter, the
-//! rejection pause, what a stopped call returns), so a rule changes in one place for every
-//! driver. It does no IO and never reads the clock: time comes in as an argument, so a test or
-//! a simulation can drive it with any clock.
+//! says through [`Flights`] — run an attempt, start a hedge beside the ones in flight, let
+//! them go on, sleep, or return — and hand back what [`Flights`] reports landed. The call
+//! holds every rule between two attempts (the decision order, the budget, the breaker and
+//! limiter, the rejection pause, what a stopped call returns), and [`Flights`] every timing
+//! rule (which attempt answered first, the earliest cut, when to wake), so a rule changes in
+//! one place for every driver. The call does no IO and never reads the clock: time comes in as
+//! an argument, so a test or a simulation can drive it with any clock.
 //!
 //! # Example
 //!
@@ -44,7 +45,9 @@
 //! # The driver's loop
 //!
 //! ```
-//! use nresilience_core::call::{Call, CallOptions, Step};
+//! use std::future::poll_fn;
+//! use std::pin::pin;
+//! use nresilience_core::call::{Call, CallOptions, Flights, Landed, Step};
 //! use nresilience_core::{clock, RetryError, RetryPolicy, Verdict};
 //!
 //! async fn fetch(attempt: u32) -> Result<&'static str, std::io::Error> {
@@ -53,22 +56,25 @@
 //!
 //! async fn drive(policy: &RetryPolicy) -> Result<&'static str, RetryError<std::io::Error>> {
 //!     let mut call = Call::start(policy, clock::now(), CallOptions::new());
+//!     let mut flights = pin!(Flights::new());
 //!     let mut step = call.next(clock::now());
 //!     loop {
-//!         step = match step {
-//!             // (A real driver also cuts the attempt at `attempt.cut_at()`, and one whose
-//!             // policy hedges runs `Step::Hedge` attempts beside it: see `execute`.)
-//!             Step::Run(attempt) => {
-//!                 let result = fetch(attempt.number()).await;
-//!                 let verdict = if result.is_ok() { Verdict::Success } else { Verdict::TRANSIENT };
-//!                 call.attempted(attempt, result, verdict, clock::now())
-//!             }
-//!             Step::Hedge(_) | Step::InFlight => unreachable!("the default policy does not hedge"),
-//!             Step::Sleep(until) => {
-//!                 tokio::time::sleep_until(until.into()).await;
-//!                 call.next(clock::now())
-//!             }
+//!         match step {
+//!             Step::Run(attempt) => flights.as_mut().run(attempt, (), fetch(attempt.number())),
+//!             Step::Hedge(attempt) => flights.as_mut().hedge(attempt, (), fetch(attempt.number())),
+//!             Step::InFlight => {}
+//!             Step::Sleep(until) => flights.as_mut().sleep(until),
 //!             Step::Done(result) => return result,
+//!         }
+//!         let landed = poll_fn(|cx| flights.as_mut().poll_landed(cx, call.hedge_at())).await;
+//!         step = match landed {
+//!             Landed::Answered { attempt, output, .. } => {
+//!                 let verdict = if output.is_ok() { Verdict::Success } else { Verdict::TRANSIENT };
+//!                 call.attempted(attempt, output, verdict, clock::now())
+//!             }
+//!             Landed::Cut { attempt, .. } => call.timed_out(attempt, clock::now()),
+//!             Landed::HedgeDue(at) => call.next(at),
+//!             Landed::Woke => call.next(clock::now()),
 //!         };
 //!     }
 //! }
@@ -100,6 +106,7 @@ mod hedging;
 mod report;
 mod vocabulary;
 
+pub use crate::executor::flights::{AttemptScope, Flights, Landed};
 pub use crate::executor::timer::Timer;
 pub use vocabulary::{Attempt, CallOptions, Step};
 
