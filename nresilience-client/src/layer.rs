@@ -8,14 +8,13 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body;
-use nresilience_core::call::{Call, CallOptions};
-use nresilience_core::{clock, Classify, RetryError, RetryPolicy};
+use nresilience_core::{Classify, RetryError, RetryPolicy};
 use tower::{Layer, Service};
 
 use crate::body::{BoxError, RetryBody, TransportError};
 use crate::classify::HttpClassifier;
 use crate::future::ResponseFuture;
-use crate::request::{carries_marker, host_key, is_idempotent};
+use crate::outbound;
 
 /// The default cap on a request body buffered for replay: 64 KiB.
 pub const DEFAULT_MAX_BUFFERED_BODY: usize = 64 * 1024;
@@ -185,10 +184,11 @@ where
         let shared = &self.shared;
         let policy = &shared.policy;
 
-        let opted = match request.extensions().get::<Retryable>() {
-            Some(Retryable(choice)) => *choice,
-            None => shared.retry_non_idempotent || is_idempotent(request.method()),
-        };
+        let opted = outbound::opted_in(
+            request.extensions().get(),
+            shared.retry_non_idempotent,
+            request.method(),
+        );
         // A body of unknown length is read up to the cap before the first attempt; one that
         // outgrows it drops the call to a single attempt then.
         let may_fit = request
@@ -196,18 +196,14 @@ where
             .size_hint()
             .upper()
             .is_none_or(|upper| upper <= shared.max_buffered_body as u64);
-        let may_retry = opted && may_fit;
-
-        let started = clock::now();
         let authority = request.uri().authority().map_or("", |a| a.as_str());
-        let key = host_key(authority);
-        let options = CallOptions::new()
-            .may_retry(may_retry)
-            .marked(carries_marker(request.headers()))
-            .target(authority)
-            .method(request.method().as_str())
-            .key(&key);
-        let call = Call::start(policy, started, options);
+        let call = outbound::start(
+            policy,
+            opted && may_fit,
+            request.method(),
+            authority,
+            request.headers(),
+        );
         let cap = shared.max_buffered_body;
         ResponseFuture::new(request, service, self.classifier.clone(), call, cap)
     }

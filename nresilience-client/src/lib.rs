@@ -20,6 +20,8 @@ mod future;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 mod layer;
+mod outbound;
+mod replay;
 mod request;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;

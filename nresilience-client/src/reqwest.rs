@@ -4,12 +4,16 @@
 //! One line adds it: `ClientBuilder::new(reqwest::Client::new()).with(RetryMiddleware::new(policy))`.
 //! It follows the tower layer rule for rule: responses and errors are classified as
 //! [`classify`](crate::classify) says; idempotent methods are retried, others only with
-//! [`RetryMiddleware::retry_non_idempotent`] or a [`Retryable`] extension set with
-//! `RequestBuilder::with_extension`, which wins both ways; exactly the requests that may
-//! be retried carry `x-nresilience-retrying: 1`, on every attempt; a retrying call made
+//! [`RetryMiddleware::retry_non_idempotent`] or a [`Retryable`](crate::Retryable) extension
+//! set with `RequestBuilder::with_extension`, which wins both ways; exactly the requests that
+//! may be retried carry `x-nresilience-retrying: 1`, on every attempt; a retrying call made
 //! inside a retrying context is reported once; with the default `Automatic` budget each
 //! host has its own bucket; when the attempts run out on a retryable status, the last
 //! response is returned rather than an error.
+//!
+//! Every attempt goes on through the middleware behind this one with a copy of the request's
+//! extensions, as a hedge runs beside the attempt before it; the extensions of the attempt
+//! whose response is returned are the caller's afterwards.
 //!
 //! A request whose body is a stream (`reqwest::Request::try_clone` gives `None`) is sent once,
 //! unmarked, rather than refused.
@@ -51,19 +55,15 @@ use std::time::SystemTime;
 
 use ::reqwest::{Request, Response, Url};
 use http::Extensions;
-use nresilience_core::call::{Attempt, Call, CallOptions, Step, Timer};
-use nresilience_core::clock;
-use nresilience_core::nesting::{self, NestingSource};
-use nresilience_core::{RetryError, RetryPolicy, Verdict};
+use nresilience_core::call::{Attempt, Call, Flights, Landed, Step};
+use nresilience_core::{clock, nesting, RetryError, RetryPolicy, Verdict};
 use pin_project_lite::pin_project;
 use reqwest_middleware::{Middleware, Next};
-use tracing::{Instrument, Span};
+use tracing::Span;
 
 use crate::classify::HttpClassifier;
-use crate::layer::Retryable;
-use crate::request::{
-    carries_marker, host_key, is_idempotent, stamp_call, stamp_deadline, CallFacts, MARKED, MARKER,
-};
+use crate::outbound;
+use crate::request::{carries_marker, MARKER};
 use crate::telemetry;
 
 /// The error a failed call carries inside `reqwest_middleware::Error::Middleware`.
@@ -110,7 +110,7 @@ impl RetryMiddleware {
         self
     }
 
-    /// Retries POST, PATCH and other non-idempotent methods too; a [`Retryable`]
+    /// Retries POST, PATCH and other non-idempotent methods too; a [`Retryable`](crate::Retryable)
     /// extension on a request still wins. Defaults to `false`.
     pub fn retry_non_idempotent(mut self, retry: bool) -> Self {
         self.retry_non_idempotent = retry;
@@ -140,31 +140,24 @@ impl Middleware for RetryMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
-        let opted = match extensions.get::<Retryable>() {
-            Some(Retryable(choice)) => *choice,
-            None => self.retry_non_idempotent || is_idempotent(request.method()),
-        };
-        let marked = carries_marker(request.headers());
+        let opted = outbound::opted_in(
+            extensions.get(),
+            self.retry_non_idempotent,
+            request.method(),
+        );
         // A streamed body cannot be sent again: its call is a single attempt.
         let replayable = request.body().is_none_or(|body| body.as_bytes().is_some());
-        let target = authority(request.url());
-        let key = host_key(target);
-        let options = CallOptions::new()
-            .may_retry(opted && replayable)
-            .marked(marked)
-            .target(target)
-            .method(request.method().as_str())
-            .key(&key);
-        // Started outside the retrying scope: the call reads whether it is nested itself.
-        let mut call = Call::start(&self.policy, clock::now(), options);
-        stamp_call(request.headers_mut(), call_facts(&call));
+        let mut call = outbound::start(
+            &self.policy,
+            opted && replayable,
+            request.method(),
+            authority(request.url()),
+            request.headers(),
+        );
+        let marked = carries_marker(request.headers());
+        outbound::stamp(&call, request.headers_mut());
         let mut template = None;
         if call.may_retry() {
-            // Stamped on the first attempt too: by the time a retry goes out, the
-            // amplification has already happened (N1). Never stamped twice.
-            if !marked {
-                request.headers_mut().insert(MARKER, MARKED);
-            }
             template = request.try_clone();
             if template.is_none() {
                 call.single_attempt();
@@ -178,12 +171,11 @@ impl Middleware for RetryMiddleware {
             classifier: self.classifier,
             first: Some(request),
             template,
-            extensions,
             next,
         };
         let retrying = attempts.call.may_retry();
         let output = Scoped {
-            inner: attempts.run(),
+            inner: attempts.run(extensions),
             retrying,
         }
         .await;
@@ -207,11 +199,7 @@ impl<F: Future> Future for Scoped<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        if *this.retrying {
-            nesting::sync_scope(NestingSource::InProcess, || this.inner.poll(cx))
-        } else {
-            this.inner.poll(cx)
-        }
+        nesting::retrying_scope(*this.retrying, || this.inner.poll(cx))
     }
 }
 
@@ -227,180 +215,104 @@ fn authority(url: &Url) -> &str {
 
 // ===== impl Attempts =====
 
+/// An attempt sent on through the rest of the chain, with the extensions it owns.
+type Sent<'a> =
+    Pin<Box<dyn Future<Output = (reqwest_middleware::Result<Response>, Extensions)> + Send + 'a>>;
+
 /// One call's attempts: the request of the first, and what a retry is cloned from.
-struct Attempts<'a, 'e> {
+struct Attempts<'a> {
     call: Call<reqwest_middleware::Error>,
     classifier: HttpClassifier,
     first: Option<Request>,
     template: Option<Request>,
-    extensions: &'e mut Extensions,
     next: Next<'a>,
 }
 
-impl<'a> Attempts<'a, '_> {
-    async fn run(mut self) -> Result<Response, Error> {
-        if self.call.may_hedge() {
-            return self.run_hedged().await;
-        }
+impl<'a> Attempts<'a> {
+    /// Runs the call's steps. Each attempt is sent with a copy of the caller's `extensions`,
+    /// as several may be in flight at once (HG1); the answering attempt's are the caller's
+    /// afterwards.
+    async fn run(mut self, extensions: &mut Extensions) -> Result<Response, Error> {
+        let mut flights = std::pin::pin!(Flights::<Sent<'a>, Span>::new());
+        let mut answered = None;
         let mut step = self.call.next(clock::now());
         loop {
-            step = match step {
-                Step::Run(attempt) => self.attempt(attempt).await,
-                Step::Sleep(until) => {
-                    // A retried attempt's response was dropped unread: its connection is
-                    // closed rather than returned half-read to the pool.
-                    tokio::time::sleep_until(until.into()).await;
-                    self.call.next(clock::now())
+            match step {
+                Step::Run(attempt) => {
+                    let (span, sent) = self.send(attempt, extensions.clone());
+                    flights.as_mut().run(attempt, span, sent);
                 }
-                Step::Hedge(_) | Step::InFlight => unreachable!("a call that may not hedge"),
-                Step::Done(result) => return result,
+                Step::Hedge(attempt) => {
+                    let (span, sent) = self.send(attempt, extensions.clone());
+                    flights.as_mut().hedge(attempt, span, sent);
+                }
+                Step::InFlight => {}
+                // A retried attempt's response was dropped unread: its connection is closed
+                // rather than returned half-read to the pool.
+                Step::Sleep(until) => flights.as_mut().sleep(until),
+                Step::Done(result) => {
+                    // The attempts still in flight lost: dropped with `flights`.
+                    if let (Ok(_), Some(own)) = (&result, answered) {
+                        *extensions = own;
+                    }
+                    return result;
+                }
+            }
+            let call = &self.call;
+            let landed =
+                std::future::poll_fn(|cx| flights.as_mut().poll_landed(cx, call.hedge_at())).await;
+            step = match landed {
+                Landed::Answered {
+                    attempt,
+                    scope,
+                    output: (result, own),
+                } => {
+                    answered = Some(own);
+                    let verdict = classify(&self.classifier, &result);
+                    let status = result.as_ref().ok().map(Response::status);
+                    outbound::answered(&mut self.call, attempt, &scope, status, verdict, result)
+                }
+                Landed::Cut { attempt, scope } => outbound::cut(&mut self.call, attempt, &scope),
+                Landed::HedgeDue(at) => self.call.next(at),
+                Landed::Woke => self.call.next(clock::now()),
             };
         }
     }
 
-    /// The request of `attempt`: the first as given, a later one cloned from the template.
-    fn request(&mut self, attempt: Attempt) -> (Span, Request) {
+    /// Sends `attempt` on with `extensions` of its own: the first request as given, a later
+    /// one cloned from the template.
+    fn send(&mut self, attempt: Attempt, mut extensions: Extensions) -> (Span, Sent<'a>) {
         // What changes from attempt to attempt is written into the template before it is
         // copied, so the copy is made at its final size.
-        match (self.first.take(), self.template.as_mut()) {
-            (Some(mut request), _) => (prepare(&self.call, attempt, &mut request), request),
+        let (span, request) = match (self.first.take(), self.template.as_mut()) {
+            (Some(mut request), _) => (prepare(&self.call, &attempt, &mut request), request),
             (None, Some(template)) => {
-                let span = prepare(&self.call, attempt, template);
+                let span = prepare(&self.call, &attempt, template);
                 match template.try_clone() {
                     Some(request) => (span, request),
                     None => unreachable!("a template is a request that clones"),
                 }
             }
             (None, None) => unreachable!("a call without a template makes one attempt"),
-        }
-    }
-
-    async fn attempt(&mut self, attempt: Attempt) -> Step<Response, reqwest_middleware::Error> {
-        let (span, request) = self.request(attempt);
-        let sent = self
-            .next
-            .clone()
-            .run(request, self.extensions)
-            .instrument(span.clone());
-        let result = match attempt.cut_at() {
-            Some(cut_at) => tokio::time::timeout_at(cut_at.into(), sent).await.ok(),
-            None => Some(sent.await),
         };
-        match result {
-            Some(result) => self.answered(attempt, &span, result),
-            None => {
-                telemetry::record_timeout(&span);
-                self.call.timed_out(attempt, clock::now())
-            }
-        }
-    }
-
-    fn answered(
-        &mut self,
-        attempt: Attempt,
-        span: &Span,
-        result: reqwest_middleware::Result<Response>,
-    ) -> Step<Response, reqwest_middleware::Error> {
-        let verdict = classify(&self.classifier, &result);
-        let status = result.as_ref().ok().map(Response::status);
-        telemetry::record_result(span, status, &verdict);
-        self.call.attempted(attempt, result, verdict, clock::now())
-    }
-
-    /// The call's attempts when it may hedge: several may be in flight at once (HG1), each
-    /// with extensions of its own; the answering attempt's are the caller's afterwards.
-    async fn run_hedged(mut self) -> Result<Response, Error> {
-        let extensions = self.extensions.clone();
-        let mut flights: Vec<Flight<'a>> = Vec::new();
-        let mut timer = std::pin::pin!(Timer::new());
-        let mut answered = None;
-        let mut step = self.call.next(clock::now());
-        loop {
-            match step {
-                Step::Run(attempt) | Step::Hedge(attempt) => {
-                    let (span, request) = self.request(attempt);
-                    let next = self.next.clone();
-                    let mut own = extensions.clone();
-                    let future = Box::pin(
-                        async move {
-                            let result = next.run(request, &mut own).await;
-                            (result, own)
-                        }
-                        .instrument(span.clone()),
-                    );
-                    flights.push(Flight {
-                        attempt,
-                        span,
-                        future,
-                    });
-                }
-                Step::InFlight => {}
-                Step::Sleep(until) => {
-                    tokio::time::sleep_until(until.into()).await;
-                    step = self.call.next(clock::now());
-                    continue;
-                }
-                Step::Done(result) => {
-                    // The attempts still in flight lost: dropped with `flights`.
-                    if let (Ok(_), Some(own)) = (&result, answered) {
-                        *self.extensions = own;
-                    }
-                    return result;
-                }
-            }
-            let cut = flights
-                .iter()
-                .enumerate()
-                .filter_map(|(at, f)| f.attempt.cut_at().map(|cut| (at, cut)))
-                .min_by_key(|(_, cut)| *cut);
-            let hedge_at = self.call.hedge_at();
-            let wake = [cut.map(|(_, cut)| cut), hedge_at]
-                .into_iter()
-                .flatten()
-                .min();
-            timer.as_mut().set(wake);
-            let event = std::future::poll_fn(|cx| {
-                let done = flights.iter_mut().enumerate().find_map(|(at, flight)| {
-                    match flight.future.as_mut().poll(cx) {
-                        Poll::Ready(output) => Some((at, output)),
-                        Poll::Pending => None,
-                    }
-                });
-                match done {
-                    Some(done) => Poll::Ready(Some(done)),
-                    None => timer.as_mut().poll(cx).map(|()| None),
-                }
-            })
-            .await;
-            let now = clock::now();
-            step = match event {
-                Some((at, (result, own))) => {
-                    let flight = flights.swap_remove(at);
-                    answered = Some(own);
-                    self.answered(flight.attempt, &flight.span, result)
-                }
-                // The timer was set to the earliest of the cuts and the hedge: that one is due.
-                None => match (cut, hedge_at) {
-                    (Some((at, cut)), hedge_at) if hedge_at.is_none_or(|h| cut <= h) => {
-                        let flight = flights.swap_remove(at);
-                        telemetry::record_timeout(&flight.span);
-                        self.call.timed_out(flight.attempt, now)
-                    }
-                    (_, Some(hedge_at)) => self.call.next(now.max(hedge_at)),
-                    _ => Step::InFlight,
-                },
-            };
-        }
+        let next = self.next.clone();
+        let sent = Box::pin(async move {
+            let result = next.run(request, &mut extensions).await;
+            (result, extensions)
+        });
+        (span, sent)
     }
 }
 
-/// An attempt in flight beside others, and the extensions it was sent with.
-struct Flight<'a> {
-    attempt: Attempt,
-    span: Span,
-    future: Pin<
-        Box<dyn Future<Output = (reqwest_middleware::Result<Response>, Extensions)> + Send + 'a>,
-    >,
+/// The span of `attempt`, with its request made ready for it.
+fn prepare(
+    call: &Call<reqwest_middleware::Error>,
+    attempt: &Attempt,
+    request: &mut Request,
+) -> Span {
+    let span = outbound::attempt_span(call, attempt, request.method().as_str(), request.url());
+    outbound::stamp_attempt(request.headers_mut(), attempt, &span);
+    span
 }
 
 /// The verdict on an attempt: a response by its status, an error by what it is.
@@ -432,32 +344,5 @@ impl telemetry::Destination for Url {
 
     fn port(&self) -> Option<u16> {
         self.port_or_known_default()
-    }
-}
-
-/// The span of one attempt, after the OpenTelemetry HTTP conventions; `request` gets its
-/// deadline (C2) and its trace context (N6).
-fn prepare(
-    call: &Call<reqwest_middleware::Error>,
-    attempt: Attempt,
-    request: &mut Request,
-) -> Span {
-    let span = telemetry::attempt_span(
-        call.span(),
-        request.method().as_str(),
-        request.url(),
-        &attempt,
-    );
-    stamp_deadline(request.headers_mut(), attempt.timeout());
-    telemetry::inject_context(&span, request.headers_mut());
-    span
-}
-
-/// What every attempt of the call says about the chain.
-fn call_facts(call: &Call<reqwest_middleware::Error>) -> CallFacts {
-    CallFacts {
-        depth: call.depth(),
-        potential_attempts: call.potential_attempts(),
-        criticality: call.criticality(),
     }
 }

@@ -109,3 +109,50 @@ async fn n1_a_streaming_body_is_sent_once_unmarked_not_refused() {
     assert_eq!(script.markers(), unmarked());
     assert_eq!(script.received_bodies(), vec![Bytes::from("stream")]);
 }
+
+/// How many attempts passed the middleware behind the retry middleware, counted in an
+/// extension of the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Passed(u32);
+
+/// Counts each attempt it passes on in the request's [`Passed`] extension.
+struct CountPassed;
+
+#[async_trait::async_trait]
+impl Middleware for CountPassed {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let passed = extensions.get::<Passed>().map_or(0, |passed| passed.0);
+        extensions.insert(Passed(passed + 1));
+        next.run(request, extensions).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_attempt_starts_from_the_callers_extensions_and_the_answering_one_returns_them() {
+    let (addr, script) = server(&[(503, None), (200, None)]);
+    let inner = reqwest::Client::builder()
+        .pool_idle_timeout(None)
+        .no_proxy()
+        .build()
+        .unwrap();
+    let client = reqwest_middleware::ClientBuilder::new(inner)
+        .with(RetryMiddleware::new(policy().build().unwrap()))
+        .with(CountPassed)
+        .build();
+    let mut extensions = Extensions::new();
+    extensions.insert(Passed(10));
+    let request = client.get(format!("http://{addr}/")).build().unwrap();
+    let response = client
+        .execute_with_extensions(request, &mut extensions)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(script.requests(), 2);
+    // The retry started from the caller's 10, not from the first attempt's 11.
+    assert_eq!(extensions.get::<Passed>(), Some(&Passed(11)));
+}
