@@ -3,12 +3,11 @@
 //! `demo` with no arguments runs the whole chain in one process once per row — nresilience
 //! with budgets on and off, no retries, and the peer libraries (SPEC P1) —, 20 s each with a
 //! 5-second fault in db, printing a line a second and the rows side by side. `demo
-//! frontend|backend|db` runs one hop as its own process.
+//! frontend|backend|db` runs one hop as its own process. The storm simulator is the
+//! `simulator` package's.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-
-mod simulate;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
@@ -32,8 +31,6 @@ enum Command {
     Backend(RetryingHop),
     /// Runs the frontend hop alone, calling `--upstream` (a backend).
     Frontend(RetryingHop),
-    /// Simulates the original library's retry storm in virtual time, budget off and on (SPEC S1).
-    Simulate(simulate::Args),
 }
 
 /// db alone: where it listens, its capacity and its fault.
@@ -72,7 +69,6 @@ async fn main() -> Result<()> {
             .retry
             .validate()
             .and_then(|()| chain::parse_upstream(&hop.upstream).map(drop)),
-        Some(Command::Simulate(_)) => Ok(()),
     };
     if let Err(reason) = valid {
         Cli::command()
@@ -93,7 +89,6 @@ async fn main() -> Result<()> {
         }
         Some(Command::Backend(hop)) => serve_retrying(Hop::Backend, hop, stats, current).await?,
         Some(Command::Frontend(hop)) => serve_retrying(Hop::Frontend, hop, stats, current).await?,
-        Some(Command::Simulate(args)) => simulate::main(&args)?,
     }
     Ok(())
 }

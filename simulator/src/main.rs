@@ -1,5 +1,5 @@
-//! `demo simulate`: SPEC S1's storm, run on the shipping executor in virtual time, with the
-//! retry budget off and on.
+//! The storm simulator: SPEC S1's storm, run on the shipping executor in virtual time, with
+//! the retry budget off and on.
 //!
 //! The defaults are the original library's experiment: a dependency at p50 20 ms / p99 200 ms that turns
 //! 8× slower from 30 s for a minute, 500 calls a second for five minutes, the default policy
@@ -23,7 +23,8 @@ type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
 const ORIGINAL_REFRESH: Duration = Duration::from_secs(75);
 
 /// Simulates the original library's retry storm (SPEC S1) in virtual time, budget off and on.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, clap::Parser)]
+#[command(name = "simulator")]
 pub(crate) struct Args {
     /// Which retry-budget settings to run.
     #[arg(long, value_enum, default_value_t = BudgetSetting::Both)]
@@ -163,7 +164,11 @@ struct Run {
     wall: Duration,
 }
 
-pub(crate) fn main(args: &Args) -> Result<()> {
+fn main() -> Result<()> {
+    run(&<Args as clap::Parser>::parse())
+}
+
+fn run(args: &Args) -> Result<()> {
     if args.scenario == Some(Scenario::Metastable) {
         return metastable::main(args);
     }

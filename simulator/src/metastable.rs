@@ -1,4 +1,4 @@
-//! `demo simulate --scenario metastable`: SPEC D3's metastable failure in virtual time. A
+//! `simulator --scenario metastable`: SPEC D3's metastable failure in virtual time. A
 //! database with a fixed pool of workers behind a bounded queue, which finishes work its
 //! callers have left, is slowed for a few seconds; the runs show whether its callers' retries
 //! keep it saturated after the slowdown ends or let it drain, with the budget off and on, and

@@ -1,4 +1,4 @@
-//! `demo simulate --fleet`: the same storm against a fleet of clients of very different
+//! `simulator --fleet`: the same storm against a fleet of clients of very different
 //! sizes instead of one, each with its own policy and bucket, to test the budget's promise
 //! that the fleet's amplification is bounded however the clients differ in size.
 

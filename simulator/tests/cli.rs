@@ -1,4 +1,4 @@
-//! `demo simulate` as users run it: the same seed prints the same bytes (S2), the fleet
+//! The simulator as users run it: the same seed prints the same bytes (S2), the fleet
 //! mode shows each client held by its own budget (S1, B1, B2), and the metastable scenario
 //! shows a db kept down by retries after its trigger ends, and drained by the budget (D3).
 
@@ -9,11 +9,10 @@ use std::process::Command;
 use serde_json::Value;
 
 fn simulate(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_demo"))
-        .arg("simulate")
+    let output = Command::new(env!("CARGO_BIN_EXE_simulator"))
         .args(args)
         .output()
-        .expect("the demo binary runs");
+        .expect("the simulator runs");
     assert!(
         output.status.success(),
         "{}",
@@ -167,11 +166,11 @@ fn d5_the_metastable_scenario_refuses_the_storms_flags() {
         &["--brownout-slower", "2"],
         &["--ceiling-refresh", "75s"],
     ] {
-        let output = Command::new(env!("CARGO_BIN_EXE_demo"))
-            .args(["simulate", "--scenario", "metastable"])
+        let output = Command::new(env!("CARGO_BIN_EXE_simulator"))
+            .args(["--scenario", "metastable"])
             .args(flag)
             .output()
-            .expect("the demo binary runs");
+            .expect("the simulator runs");
         assert!(!output.status.success(), "{flag:?} was accepted");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
@@ -228,10 +227,10 @@ fn hg1_hg2_simulate_hedge_prints_latency_and_load_with_and_without_hedging() {
     assert!(held <= 1.17 && storm > held, "{held} {storm}");
 
     for bad in ["p0", "p100", "0ms", "soon"] {
-        let output = Command::new(env!("CARGO_BIN_EXE_demo"))
-            .args(["simulate", "--hedge", bad])
+        let output = Command::new(env!("CARGO_BIN_EXE_simulator"))
+            .args(["--hedge", bad])
             .output()
-            .expect("the demo binary runs");
+            .expect("the simulator runs");
         assert!(!output.status.success(), "--hedge {bad} was accepted");
         assert!(String::from_utf8_lossy(&output.stderr).contains("--hedge"));
     }

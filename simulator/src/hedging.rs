@@ -1,4 +1,4 @@
-//! `demo simulate --hedge p95`: SPEC S1's dependency healthy and through its brownout, each
+//! `simulator --hedge p95`: SPEC S1's dependency healthy and through its brownout, each
 //! with and without hedging, budget off and on (SPEC HG1, HG2). What a hedge buys is the tail
 //! of latency; what it costs is load, and in a brownout the budget is what holds that load.
 
