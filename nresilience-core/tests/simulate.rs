@@ -355,7 +355,7 @@ fn b2_the_floor_lets_small_clients_retry_past_the_fraction() {
     // The default floor, 3 retries a second, is more than a 1-call-a-second client can
     // spend: it retries as if it had no budget, while the 200-call-a-second one is held.
     let on = fleet(RetryBudget::automatic()).run(11).unwrap();
-    let multiplier = |h: &nresilience_core::simulate::HopReport| h.attempts as f64 / h.calls as f64;
+    let multiplier = nresilience_core::simulate::HopReport::load_multiplier;
     let largest = multiplier(&on.hops[0]);
     let smallest = multiplier(&on.hops[FLEET_SIZES.len() - 1]);
     assert!(largest < 1.15, "{:?}", on.hops[0]);

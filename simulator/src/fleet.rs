@@ -4,7 +4,9 @@
 
 use std::time::Instant;
 
-use nresilience_core::simulate::{Dependency, HopReport, Load, Simulation, SimulationReport};
+use nresilience_core::simulate::{
+    load_multiplier, Dependency, HopReport, Load, Simulation, SimulationReport,
+};
 use nresilience_core::{AttemptCeiling, BudgetOptions, RetryBudget, RetryPolicy};
 use serde_json::json;
 
@@ -120,18 +122,10 @@ fn by_size(members: &[HopReport], rates: &[f64]) -> Vec<(f64, u64, u64)> {
     classes
 }
 
-fn multiplier(calls: u64, attempts: u64) -> f64 {
-    if calls == 0 {
-        0.0
-    } else {
-        attempts as f64 / calls as f64
-    }
-}
-
 fn print_row(budget: FleetBudget, r: &SimulationReport, by_size: &[(f64, u64, u64)]) {
     let classes: Vec<String> = by_size
         .iter()
-        .map(|&(rate, calls, attempts)| format!("{rate}: {:.3}", multiplier(calls, attempts)))
+        .map(|&(rate, calls, attempts)| format!("{rate}: {:.3}", load_multiplier(attempts, calls)))
         .collect();
     println!(
         "{:<13} {:>7} {:>12.4} {:>10.3} {:>13.3} {:>12}   {}",
@@ -167,7 +161,7 @@ fn to_json(
             "calls_per_second_each": rate,
             "calls": calls,
             "attempts": attempts,
-            "load_multiplier": multiplier(calls, attempts),
+            "load_multiplier": load_multiplier(attempts, calls),
         })).collect::<Vec<_>>(),
     })
 }

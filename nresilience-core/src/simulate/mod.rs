@@ -76,7 +76,7 @@ use std::time::Duration;
 
 pub use dependency::{Dependency, Tail};
 pub use load::Load;
-pub use report::{HopReport, Second, SimulationReport};
+pub use report::{load_multiplier, HopReport, Second, SimulationReport};
 
 use crate::executor::policy::RetryPolicy;
 use engine::Shape;

@@ -39,6 +39,13 @@ pub struct HopReport {
     pub amplification: f64,
 }
 
+impl HopReport {
+    /// Attempts this policy sent / calls made under it.
+    pub fn load_multiplier(&self) -> f64 {
+        load_multiplier(self.attempts, self.calls)
+    }
+}
+
 /// What a simulation measured. The same seed gives the same report, to the last byte of its
 /// `Debug` and `Display` output and of every field.
 ///
@@ -126,7 +133,7 @@ impl SimulationReport {
 
     /// Attempts reaching the dependency / calls; `1` is a policy that retried nothing.
     pub fn load_multiplier(&self) -> f64 {
-        ratio(self.attempts, self.calls)
+        load_multiplier(self.attempts, self.calls)
     }
 
     /// The caller-observed latency of calls at quantile `q` (clamped to `[0, 1]`), by nearest
@@ -154,12 +161,18 @@ pub(super) fn worst_second(
         if calls == 0 {
             continue;
         }
-        let amplification = ratio(attempts, calls);
+        let amplification = load_multiplier(attempts, calls);
         if worst.1.is_none() || amplification > worst.0 {
             worst = (amplification, Some(second));
         }
     }
     worst
+}
+
+/// The load multiplier of `attempts` made for `calls`: attempts per call, `1` for calls that
+/// retried nothing, `0` without calls. A report's, a hop's, or that of any share of a run.
+pub fn load_multiplier(attempts: u64, calls: u64) -> f64 {
+    ratio(attempts, calls)
 }
 
 fn ratio(numerator: u64, denominator: u64) -> f64 {
