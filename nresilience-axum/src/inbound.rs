@@ -231,8 +231,14 @@ mod tests {
 
     proptest! {
         #[test]
-        fn c2_arbitrary_header_bytes_never_panic(
-            values in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..24), 0..3)
+        fn c2_any_bytes_give_a_deadline_only_from_one_usable_value(
+            values in proptest::collection::vec(
+                prop_oneof![
+                    proptest::collection::vec(any::<u8>(), 0..24),
+                    "[ \t]?[0-9]{0,11}[ \t]?".prop_map(String::into_bytes),
+                ],
+                0..3,
+            )
         ) {
             let mut headers = HeaderMap::new();
             for value in &values {
@@ -240,7 +246,21 @@ mod tests {
                     headers.append(&DEADLINE, value);
                 }
             }
-            let _ = read(&headers);
+            let sent: Vec<_> = headers.get_all(&DEADLINE).iter().collect();
+            let left = match sent.as_slice() {
+                [one] => deadline_ms(one.as_bytes()),
+                _ => None,
+            };
+            let before = clock::now();
+            let deadline = read(&headers).and_then(|inbound| inbound.deadline);
+            let after = clock::now();
+            match left {
+                Some(left) => {
+                    let deadline = deadline.expect("one usable value is a deadline");
+                    prop_assert!(before + left <= deadline && deadline <= after + left);
+                }
+                None => prop_assert_eq!(deadline, None),
+            }
         }
     }
 }
