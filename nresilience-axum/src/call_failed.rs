@@ -56,7 +56,10 @@ impl CallFailed {
     pub fn is_overloaded(&self) -> bool {
         matches!(
             self.reason,
-            StopReason::BudgetExhausted | StopReason::BreakerOpen | StopReason::Overloaded
+            StopReason::BudgetExhausted
+                | StopReason::BreakerOpen
+                | StopReason::Saturated
+                | StopReason::Overloaded
         )
     }
 

@@ -28,8 +28,10 @@ pub mod clock;
 mod criticality;
 mod executor;
 mod guards;
+mod keyed;
 pub mod nesting;
 mod outcome;
+pub mod overload;
 pub mod scope;
 #[cfg(feature = "simulate")]
 pub mod simulate;

@@ -29,6 +29,10 @@ pub enum StopReason {
     /// The dependency answered that it failed after retrying itself, so this call does not
     /// retry it again.
     RetriedBelow,
+    /// This process did not send the attempt: the dependency already holds more than it can
+    /// serve in the time the call has left, or as many attempts as its adaptive limit allows
+    /// (O1, O2).
+    Saturated,
 }
 
 impl StopReason {
@@ -43,6 +47,7 @@ impl StopReason {
             StopReason::DeadlineExceeded => "deadline_exceeded",
             StopReason::Overloaded => "overloaded",
             StopReason::RetriedBelow => "retried_below",
+            StopReason::Saturated => "saturated",
         }
     }
 }
@@ -61,14 +66,18 @@ pub enum RejectReason {
     BudgetExhausted,
     /// A circuit breaker was open (or half-open with every probe slot taken).
     BreakerOpen,
+    /// Overload control: the dependency holds more than it can serve in time (O1, O2).
+    Saturated,
 }
 
 impl RejectReason {
-    /// The `nresilience.reason` metric tag: `budget_exhausted` or `breaker_open`.
+    /// The `nresilience.reason` metric tag: `budget_exhausted`, `breaker_open` or
+    /// `saturated`.
     pub const fn as_str(self) -> &'static str {
         match self {
             RejectReason::BudgetExhausted => "budget_exhausted",
             RejectReason::BreakerOpen => "breaker_open",
+            RejectReason::Saturated => "saturated",
         }
     }
 
@@ -76,6 +85,7 @@ impl RejectReason {
         match self {
             RejectReason::BudgetExhausted => StopReason::BudgetExhausted,
             RejectReason::BreakerOpen => StopReason::BreakerOpen,
+            RejectReason::Saturated => StopReason::Saturated,
         }
     }
 }

@@ -11,28 +11,19 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod draws;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nresilience_core::{BudgetOptions, Criticality, TokenBucket};
 
+use draws::Draws;
+
 /// Operations in all, shared by the threads: 10⁶ natively, a few hundred per thread under
 /// Miri, which interprets every instruction.
 const OPERATIONS: u64 = if cfg!(miri) { 600 } else { 1_000_000 };
-
-/// SplitMix64: a seeded, dependency-free stream of operations per thread.
-struct Draws(u64);
-
-impl Draws {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
 
 /// What the threads did together.
 #[derive(Default)]

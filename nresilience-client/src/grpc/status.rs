@@ -17,9 +17,8 @@ use crate::body::TransportError;
 pub(super) fn into_status(error: RetryError<TransportError>) -> Status {
     let code = match (error.reason(), error.last_attempt()) {
         (StopReason::DeadlineExceeded, _) | (_, LastAttempt::TimedOut) => Code::DeadlineExceeded,
-        (StopReason::BudgetExhausted | StopReason::BreakerOpen, _) | (_, LastAttempt::Refused) => {
-            Code::Unavailable
-        }
+        (StopReason::BudgetExhausted | StopReason::BreakerOpen | StopReason::Saturated, _)
+        | (_, LastAttempt::Refused) => Code::Unavailable,
         _ => return Status::from_error(Box::new(error)),
     };
     let mut status = Status::new(code, error.to_string());

@@ -1,10 +1,9 @@
-use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use super::{BudgetOptions, InvalidBudget, TokenBucket};
+use crate::keyed::KeyTable;
 
 /// How many keys a policy's [`KeyedBuckets`] tracks.
 pub const DEFAULT_MAX_KEYS: usize = 1024;
@@ -53,20 +52,7 @@ pub const DEFAULT_MAX_KEYS: usize = 1024;
 pub struct KeyedBuckets {
     options: BudgetOptions,
     max_keys: usize,
-    keys: Mutex<Keys>,
-}
-
-#[derive(Default)]
-struct Keys {
-    buckets: HashMap<Box<str>, Tracked, BuildHasherDefault<KeyHasher>>,
-    /// Counts uses; each use stamps its key with the next value, so stamps are unique and
-    /// the smallest marks the least recently used key.
-    clock: u64,
-}
-
-struct Tracked {
-    bucket: Arc<TokenBucket>,
-    last_used: u64,
+    keys: Mutex<KeyTable<TokenBucket>>,
 }
 
 impl KeyedBuckets {
@@ -79,18 +65,21 @@ impl KeyedBuckets {
         Ok(Self {
             options,
             max_keys: max_keys.max(1),
-            keys: Mutex::new(Keys::default()),
+            keys: Mutex::new(KeyTable::default()),
         })
     }
 
     /// The bucket of `key`, created full at `now` on its first use.
     pub fn bucket_for(&self, key: &str, now: Instant) -> Arc<TokenBucket> {
-        lock(&self.keys).bucket_for(key, self.options, self.max_keys, now)
+        let options = self.options;
+        lock(&self.keys).get_or_make(key, self.max_keys, || {
+            TokenBucket::new_unchecked(options, now)
+        })
     }
 
     /// How many keys have a bucket: at most [`max_keys`](Self::max_keys).
     pub fn len(&self) -> usize {
-        lock(&self.keys).buckets.len()
+        lock(&self.keys).len()
     }
 
     /// Whether no key has a bucket yet.
@@ -119,73 +108,10 @@ impl fmt::Debug for KeyedBuckets {
     }
 }
 
-/// A multiply-rotate hash of eight bytes at a time: every call looks its key up, and SipHash
-/// of a host name cost more than the rest of the lookup. Collisions cannot be made to cost
-/// much: the table never holds more than `max_keys` keys.
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0; 8];
-            word.copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
-        }
-        for &byte in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(byte)).wrapping_mul(K);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-fn lock(keys: &Mutex<Keys>) -> MutexGuard<'_, Keys> {
+fn lock(keys: &Mutex<KeyTable<TokenBucket>>) -> MutexGuard<'_, KeyTable<TokenBucket>> {
     // Nothing under the lock can leave the table inconsistent if it panics: a poisoned lock
     // still guards a usable table.
     keys.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl Keys {
-    fn bucket_for(
-        &mut self,
-        key: &str,
-        options: BudgetOptions,
-        max_keys: usize,
-        now: Instant,
-    ) -> Arc<TokenBucket> {
-        self.clock += 1;
-        let stamp = self.clock;
-        if let Some(tracked) = self.buckets.get_mut(key) {
-            tracked.last_used = stamp;
-            return Arc::clone(&tracked.bucket);
-        }
-        let bucket = Arc::new(TokenBucket::new_unchecked(options, now));
-        if self.buckets.len() >= max_keys {
-            self.forget_least_recently_used();
-        }
-        self.buckets.insert(
-            key.into(),
-            Tracked {
-                bucket: Arc::clone(&bucket),
-                last_used: stamp,
-            },
-        );
-        bucket
-    }
-
-    fn forget_least_recently_used(&mut self) {
-        let oldest = self.buckets.values().map(|tracked| tracked.last_used).min();
-        if let Some(oldest) = oldest {
-            // Stamps are unique: this removes exactly one key.
-            self.buckets
-                .retain(|_, tracked| tracked.last_used != oldest);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -53,7 +53,10 @@ impl Learned {
 
     fn record(&mut self, reason: StopReason, attempts: u32, retry_after: Option<Duration>) {
         match reason {
-            StopReason::BudgetExhausted | StopReason::BreakerOpen | StopReason::Overloaded => {
+            StopReason::BudgetExhausted
+            | StopReason::BreakerOpen
+            | StopReason::Saturated
+            | StopReason::Overloaded => {
                 self.overloaded = true;
                 self.retry_after = self.retry_after.max(retry_after);
             }

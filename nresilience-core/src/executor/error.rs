@@ -126,8 +126,8 @@ impl<E> RetryError<E> {
         matches!(self.last, LastAttempt::TimedOut)
     }
 
-    /// The refusal, when the call stopped with [`StopReason::BudgetExhausted`] or
-    /// [`StopReason::BreakerOpen`].
+    /// The refusal, when the call stopped with [`StopReason::BudgetExhausted`],
+    /// [`StopReason::BreakerOpen`] or [`StopReason::Saturated`].
     pub fn rejection(&self) -> Option<&CallRejected> {
         self.rejected.as_ref()
     }

@@ -35,6 +35,8 @@ pub struct HopReport {
     pub attempts_cut: u64,
     /// Calls the retry budget ended by refusing a retry.
     pub budget_refusals: u64,
+    /// Calls overload control ended by not sending an attempt (O1, O2).
+    pub saturated: u64,
     /// The worst second's attempts per call started under this policy.
     pub amplification: f64,
 }
@@ -71,6 +73,8 @@ pub struct SimulationReport {
     pub attempts_cut: u64,
     /// Calls ended by a budget refusal, at every hop.
     pub budget_refusals: u64,
+    /// Calls ended by overload control, at every hop (O1, O2).
+    pub saturated: u64,
     /// Attempts reaching the dependency per call started, in the worst second of the run
     /// (seconds in which no call started are skipped).
     pub amplification: f64,
@@ -113,6 +117,7 @@ impl SimulationReport {
             attempts: totals.attempts,
             attempts_cut: totals.attempts_cut,
             budget_refusals: hops.iter().map(|h| h.budget_refusals).sum(),
+            saturated: hops.iter().map(|h| h.saturated).sum(),
             amplification,
             worst_second: worst.map(|second| Duration::from_secs(second as u64)),
             seconds,
@@ -193,6 +198,7 @@ impl fmt::Debug for SimulationReport {
             .field("attempts", &self.attempts)
             .field("attempts_cut", &self.attempts_cut)
             .field("budget_refusals", &self.budget_refusals)
+            .field("saturated", &self.saturated)
             .field("amplification", &self.amplification)
             .field("worst_second", &self.worst_second)
             .field("latency_p50", &self.latency(0.5))
@@ -221,6 +227,9 @@ impl fmt::Display for SimulationReport {
         writeln!(f, "  latency p99      {:?}", self.latency(0.99))?;
         writeln!(f, "  attempts cut     {}", self.attempts_cut)?;
         writeln!(f, "  budget refusals  {}", self.budget_refusals)?;
+        if self.saturated > 0 {
+            writeln!(f, "  saturated        {}", self.saturated)?;
+        }
         if self.hops.len() > 1 {
             for (n, hop) in self.hops.iter().enumerate() {
                 writeln!(

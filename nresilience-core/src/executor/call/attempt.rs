@@ -10,6 +10,7 @@ use crate::clock;
 use crate::executor::error::LastAttempt;
 use crate::guards::breaker::BreakerOutcome;
 use crate::outcome::{RejectReason, StopReason};
+use crate::overload::Admission;
 use crate::verdict::Verdict;
 
 impl<E> Call<E> {
@@ -33,6 +34,16 @@ impl<E> Call<E> {
                 Err(_) => return self.refusing(RejectReason::BreakerOpen, now),
             }
         }
+        // Nothing is sent that the dependency cannot serve before the caller gives up (O1),
+        // nor past its adaptive limit (O2).
+        let admission = match self.load.as_ref().map(|load| load.admit(now, left)) {
+            Some(Ok(admission)) => Some(admission),
+            None => None,
+            Some(Err(saturated)) => {
+                self.settle_permit(self.attempts + 1, BreakerOutcome::Ignored, now);
+                return self.saturated(saturated, now);
+            }
+        };
         self.attempts += 1;
         let limited = self
             .policy
@@ -43,6 +54,9 @@ impl<E> Call<E> {
             // Self-imposed: it never went out, so it records no outcome anywhere (B8). A token
             // withdrawn for it stays held: it pays for the retry when that retry goes out.
             self.settle_permit(self.attempts, BreakerOutcome::Ignored, now);
+            if let (Some(load), Some(admission)) = (&self.load, admission) {
+                load.withdraw(admission.ticket);
+            }
             self.last = Some(LastAttempt::Refused);
             let verdict = Verdict::Throttled {
                 self_imposed: true,
@@ -57,18 +71,29 @@ impl<E> Call<E> {
             concurrent.first = Some((self.attempts, now));
             concurrent.pushback = None;
         }
-        Step::Run(self.admit(now, left, false))
+        Step::Run(self.admit(now, left, false, admission))
     }
 
     /// Starts the attempt numbered `self.attempts` at `now`, bounded by the attempt timeout,
     /// the measured ceiling and the time `left`.
     #[inline(always)]
-    pub(super) fn admit(&mut self, now: Instant, left: Option<Duration>, hedge: bool) -> Attempt {
+    pub(super) fn admit(
+        &mut self,
+        now: Instant,
+        left: Option<Duration>,
+        hedge: bool,
+        admission: Option<Admission>,
+    ) -> Attempt {
         tracing::event!(parent: &self.span, Level::DEBUG, attempt = i64::from(self.attempts), hedge, "nresilience.attempt");
         self.estimate = self.policy.estimate(now);
+        // Under a load the dependency signals or this process measures, the ceiling would
+        // cut attempts it will serve anyway: the retries queue behind them (E5 meets O1).
+        let ceiling = (self.estimate.ceiling)
+            .filter(|&ceiling| !admission.is_some_and(|a| a.outlasts(ceiling)));
+        let ticket = admission.map(|a| a.ticket).unwrap_or_default();
         let (timeout, censors) = attempt_bound(
             self.policy.attempt_timeout(),
-            self.estimate.ceiling,
+            ceiling,
             self.estimate.typical,
             left,
         );
@@ -78,6 +103,7 @@ impl<E> Call<E> {
         }
         self.in_flight += 1;
         self.phase = Phase::Attempting;
+        self.ticket = ticket;
         Attempt {
             number: self.attempts,
             timeout,
@@ -85,7 +111,20 @@ impl<E> Call<E> {
             started: now,
             censors,
             hedge,
+            ticket,
         }
+    }
+
+    /// The attempts in flight are dropped unanswered at `now`: the dependency may still be
+    /// working on them, so they stay in its load until it has finished them (O1).
+    #[cold]
+    pub(super) fn abandon_in_flight(&mut self, now: Instant) {
+        if let Some(load) = &self.load {
+            for _ in 0..self.in_flight {
+                load.abandoned(self.ticket, Duration::ZERO, false, now);
+            }
+        }
+        self.in_flight = 0;
     }
 
     /// Closes `attempt`: its duration, metrics and breaker outcome.

@@ -59,6 +59,13 @@ impl<E> Call<E> {
         if limited {
             return self.refuse_hedge();
         }
+        // A copy of an attempt the dependency cannot serve in time helps no one (O1, O2).
+        let left = self.time_left(now);
+        let admission = match self.load.as_ref().map(|load| load.admit(now, left)) {
+            Some(Ok(admission)) => Some(admission),
+            None => None,
+            Some(Err(_)) => return self.refuse_hedge(),
+        };
         let concurrent = self
             .concurrent
             .get_or_insert_with(|| Concurrent::new(self.attempts, self.attempt_started));
@@ -67,8 +74,7 @@ impl<E> Call<E> {
             concurrent.permits.push((self.attempts, permit));
         }
         self.policy.instruments().hedge(true);
-        let left = self.time_left(now);
-        Step::Hedge(self.admit(now, left, true))
+        Step::Hedge(self.admit(now, left, true, admission))
     }
 
     /// No more hedges for this call: its driver cannot send one (its service failed to get
@@ -91,9 +97,9 @@ impl<E> Call<E> {
     /// The call answers while other attempts are in flight: the driver drops them, and the
     /// breaker slots they held go back unrecorded (G4).
     #[cold]
-    pub(super) fn cancel_others(&mut self) {
+    pub(super) fn cancel_others(&mut self, now: Instant) {
         self.policy.instruments().cancelled_attempts(self.in_flight);
-        self.in_flight = 0;
+        self.abandon_in_flight(now);
         self.phase = Phase::Ready;
         self.permit = None;
         if let Some(concurrent) = self.concurrent.as_deref_mut() {

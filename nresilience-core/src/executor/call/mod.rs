@@ -98,6 +98,7 @@ use crate::executor::policy::{Estimate, RetryPolicy};
 use crate::guards::breaker::BreakerPermit;
 use crate::nesting::{self, NestingSource};
 use crate::outcome::RejectReason;
+use crate::overload::{Answer, LoadTracker, Ticket};
 use crate::verdict::Verdict;
 
 mod attempt;
@@ -173,6 +174,10 @@ pub struct Call<E> {
     /// How much the caller waits on this call: the policy's, or the request's when the
     /// policy takes it from there (B9).
     criticality: Criticality,
+    /// The dependency's load, when overload control is on (O1, O2).
+    load: Option<Arc<LoadTracker>>,
+    /// The latest attempt's place in it: attempts abandoned together count from there.
+    ticket: Ticket,
 }
 
 impl<E> Call<E> {
@@ -192,6 +197,7 @@ impl<E> Call<E> {
             Some(key) => policy.keyed_bucket(key, now),
             None => policy.bucket(now).cloned(),
         };
+        let load = policy.load_tracker(options.key, now);
         // What the request being served said about the chain above, read once.
         let inbound = chain::inbound().unwrap_or_default();
         // Read now, in the caller's context; reported by the first attempt, by which time
@@ -246,6 +252,8 @@ impl<E> Call<E> {
             last: None,
             nested,
             span,
+            load,
+            ticket: Ticket::default(),
         }
     }
 
@@ -368,6 +376,18 @@ impl<E> Call<E> {
         now: Instant,
     ) -> Step<T, E> {
         let duration = self.end_attempt(&attempt, verdict, now);
+        if let Some(load) = &self.load {
+            let answer = match verdict {
+                Verdict::Success | Verdict::Permanent | Verdict::RetriedBelow => Answer::Served,
+                Verdict::Overloaded { .. }
+                | Verdict::Throttled {
+                    self_imposed: false,
+                    ..
+                } => Answer::Overloaded,
+                _ => Answer::Unserved,
+            };
+            load.answered(attempt.ticket, duration, answer, now);
+        }
         let mut verdict = verdict;
         if let Some(concurrent) = self.concurrent.as_deref_mut() {
             if self.in_flight > 0 {
@@ -384,7 +404,7 @@ impl<E> Call<E> {
                     });
                     return Step::InFlight;
                 }
-                self.cancel_others();
+                self.cancel_others(now);
             } else if verdict.is_retryable() {
                 verdict = stronger(concurrent.pushback.take(), verdict);
             }
@@ -422,6 +442,9 @@ impl<E> Call<E> {
     /// When no attempt is running.
     pub fn timed_out<T>(&mut self, attempt: Attempt, now: Instant) -> Step<T, E> {
         let duration = self.end_attempt(&attempt, Verdict::TRANSIENT, now);
+        if let Some(load) = &self.load {
+            load.abandoned(attempt.ticket, duration, true, now);
+        }
         if attempt.censors {
             self.policy.record_cut(duration, now);
         }
@@ -446,6 +469,7 @@ impl<E> Drop for Call<E> {
             && (self.attempts > 0 || !matches!(self.phase, Phase::Ready))
         {
             let now = clock::now();
+            self.abandon_in_flight(now);
             let elapsed = now.saturating_duration_since(self.started);
             self.record_end(None, elapsed, now);
         }

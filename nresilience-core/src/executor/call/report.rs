@@ -11,6 +11,7 @@ use crate::clock;
 use crate::executor::error::{CallRejected, LastAttempt, RetryError};
 use crate::nesting::NestingSource;
 use crate::outcome::{RejectReason, StopReason};
+use crate::overload::{Saturated, SaturatedBy};
 use crate::telemetry::CANCELLED;
 
 impl<E> Call<E> {
@@ -35,7 +36,7 @@ impl<E> Call<E> {
                 pause_ms,
                 "nresilience.budget_exhausted"
             ),
-            RejectReason::BreakerOpen => tracing::event!(
+            _ => tracing::event!(
                 parent: &self.span,
                 Level::INFO,
                 attempt,
@@ -44,6 +45,30 @@ impl<E> Call<E> {
             ),
         }
         Step::Sleep(clock::after(now, pause))
+    }
+
+    /// Overload control refused the next attempt (O1, O2): the call ends now, with no pause —
+    /// the dependency is busy, not broken, and a caller waiting longer only holds its own
+    /// caller longer. Nothing is spent or deposited; the hint is the expected wait.
+    #[cold]
+    pub(super) fn saturated<T>(&mut self, saturated: Saturated, now: Instant) -> Step<T, E> {
+        let reason = RejectReason::Saturated;
+        self.policy
+            .instruments()
+            .rejection(reason.as_str(), self.criticality);
+        let cause = match saturated.cause {
+            SaturatedBy::Wait => "wait",
+            SaturatedBy::Limit => "limit",
+        };
+        tracing::event!(
+            parent: &self.span,
+            Level::INFO,
+            attempt = i64::from(self.attempts),
+            cause,
+            expected_wait_ms = saturated.retry_after.as_millis() as u64,
+            "nresilience.saturated"
+        );
+        self.end_refused(reason, Some(saturated.retry_after), now)
     }
 
     /// Ends a refused call after its pause. The hint is read now, after the pause: the time
@@ -58,7 +83,18 @@ impl<E> Call<E> {
                 .policy
                 .circuit_breaker()
                 .and_then(|breaker| breaker.retry_after(now)),
+            // Never paused: `saturated` ends the call itself.
+            _ => None,
         };
+        self.end_refused(reason, retry_after, now)
+    }
+
+    fn end_refused<T>(
+        &mut self,
+        reason: RejectReason,
+        retry_after: Option<Duration>,
+        now: Instant,
+    ) -> Step<T, E> {
         let stop = reason.stop_reason();
         learned::call_ended(stop, self.attempts, retry_after);
         self.stop(stop, now);
@@ -104,6 +140,7 @@ impl<E> Call<E> {
             StopReason::Succeeded
                 | StopReason::BudgetExhausted
                 | StopReason::BreakerOpen
+                | StopReason::Saturated
                 | StopReason::Overloaded
         ) {
             learned::call_ended(reason, self.attempts, None);

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::executor::error::RetryError;
+use crate::overload::Ticket;
 
 /// How a call is started: whether it may retry at all, what it targets, and which bucket
 /// funds its retries.
@@ -66,8 +67,9 @@ impl<'a> CallOptions<'a> {
 
     /// Charges the call to the bucket of `key` (a host, say) when the policy's budget is
     /// `Automatic`: each key has a bucket of its own, so a storm against one key cannot spend
-    /// the retries of another. A `Shared` budget is the one bucket whatever the key.
-    /// Defaults to the policy's own bucket.
+    /// the retries of another. A `Shared` budget is the one bucket whatever the key. With
+    /// overload control on, the key names the dependency whose load the call's attempts
+    /// count in (O1, O2). Defaults to the policy's own bucket and load.
     pub fn key(mut self, key: &'a str) -> Self {
         self.key = Some(key);
         self
@@ -86,6 +88,8 @@ pub struct Attempt {
     /// typical attempt.
     pub(super) censors: bool,
     pub(super) hedge: bool,
+    /// Its place in the dependency's load, when overload control is on.
+    pub(super) ticket: Ticket,
 }
 
 impl Attempt {

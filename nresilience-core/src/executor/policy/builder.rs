@@ -11,6 +11,7 @@ use crate::executor::error::InvalidPolicy;
 use crate::executor::hedge::Hedge;
 use crate::guards::breaker::CircuitBreaker;
 use crate::guards::limiter::RateLimiter;
+use crate::overload::OverloadControl;
 
 /// Builds a [`RetryPolicy`]; every setter has a default, and [`build`](Self::build) checks
 /// them all.
@@ -38,6 +39,7 @@ pub(super) fn default_config() -> Config {
         circuit_breaker: None,
         jitter_seed: None,
         hedge: None,
+        overload_control: None,
     }
 }
 
@@ -165,6 +167,15 @@ impl RetryPolicyBuilder {
         self
     }
 
+    /// Overload control for the policy's dependencies (O1, O2): an attempt whose expected
+    /// wait is longer than the time its call has left is not sent, and attempts in flight
+    /// are held to an adaptive limit; either refusal ends the call at once with
+    /// `StopReason::Saturated`. Defaults to `None`: off.
+    pub fn overload_control(mut self, control: Option<OverloadControl>) -> Self {
+        self.config.overload_control = control;
+        self
+    }
+
     /// The policy, or the first setting that cannot work.
     pub fn build(self) -> Result<RetryPolicy, InvalidPolicy> {
         let c = &self.config;
@@ -207,6 +218,11 @@ impl RetryPolicyBuilder {
         }
         c.backoff.validate()?;
         c.budget.validate()?;
+        if let Some(control) = &c.overload_control {
+            control
+                .validate()
+                .map_err(|error| InvalidPolicy::new(error.to_string()))?;
+        }
         if let Some(ceiling) = &c.attempt_ceiling {
             ceiling.validate()?;
         }

@@ -51,6 +51,7 @@ use crate::executor::ceiling::AttemptCeiling;
 use crate::executor::hedge::Hedge;
 use crate::guards::breaker::CircuitBreaker;
 use crate::guards::limiter::RateLimiter;
+use crate::overload::{KeyedTrackers, LoadTracker, OverloadControl};
 use crate::telemetry::Instruments;
 
 /// A retry policy. Cheap to clone; clones share the policy's buckets and latency estimate.
@@ -70,6 +71,18 @@ struct Inner {
     estimates: Option<Arc<Mutex<Estimates>>>,
     rng: Option<Mutex<StdRng>>,
     instruments: Instruments,
+    /// Shared with policies reconfigured from this one while their overload control is the
+    /// same.
+    trackers: Arc<Trackers>,
+}
+
+/// The load on the policy's dependencies, made on first use (O1, O2).
+#[derive(Default)]
+struct Trackers {
+    /// Calls that name no dependency.
+    own: OnceLock<Arc<LoadTracker>>,
+    /// One per key, for keyed calls.
+    keyed: OnceLock<KeyedTrackers>,
 }
 
 /// Where a policy's retries are funded from, made on first use so that a bucket starts
@@ -99,6 +112,7 @@ struct Config {
     circuit_breaker: Option<Shared<CircuitBreaker>>,
     jitter_seed: Option<u64>,
     hedge: Option<Hedge>,
+    overload_control: Option<OverloadControl>,
 }
 
 /// A component shared by reference: equal when it is the same instance.
@@ -228,6 +242,46 @@ impl RetryPolicy {
         self.inner.config.circuit_breaker.as_ref().map(|s| &*s.0)
     }
 
+    /// Overload control for the policy's dependencies, if on (O1, O2).
+    pub fn overload_control(&self) -> Option<&OverloadControl> {
+        self.inner.config.overload_control.as_ref()
+    }
+
+    /// The load tracker of the dependency keyed `key` (a host, say), from a table of at most
+    /// 1,024 keys shared by this policy's clones, or the policy's own when `key` is `None`;
+    /// made at `now` on first use. `None` when overload control is off.
+    pub fn load_tracker(&self, key: Option<&str>, now: Instant) -> Option<Arc<LoadTracker>> {
+        let control = self.inner.config.overload_control?;
+        let trackers = &self.inner.trackers;
+        Some(match key {
+            Some(key) => trackers
+                .keyed
+                .get_or_init(|| KeyedTrackers::new(control, DEFAULT_MAX_KEYS))
+                .tracker_for(key, now),
+            None => Arc::clone(
+                trackers
+                    .own
+                    .get_or_init(|| Arc::new(LoadTracker::new(control, now))),
+            ),
+        })
+    }
+
+    /// Every dependency's adaptive limit at `now`, keyed (`None` for the policy's own), for
+    /// the limit gauge (O4).
+    pub fn load_limits(&self, now: Instant) -> Vec<(Option<String>, u32)> {
+        let trackers = &self.inner.trackers;
+        let own = trackers.own.get().map(|own| (None, own.limit(now)));
+        let keyed = trackers.keyed.get().map(|keyed| keyed.limits(now));
+        own.into_iter()
+            .chain(
+                keyed
+                    .into_iter()
+                    .flatten()
+                    .map(|(key, limit)| (Some(key), limit)),
+            )
+            .collect()
+    }
+
     pub(crate) fn instruments(&self) -> &Instruments {
         &self.inner.instruments
     }
@@ -296,6 +350,7 @@ impl fmt::Debug for RetryPolicy {
             .field("rate_limiter", &c.rate_limiter.is_some())
             .field("circuit_breaker", &c.circuit_breaker.is_some())
             .field("hedge", &c.hedge)
+            .field("overload_control", &c.overload_control)
             .finish()
     }
 }
@@ -350,10 +405,14 @@ impl RetryPolicy {
 
     fn from_config(config: Config, previous: Option<&RetryPolicy>) -> Self {
         let mut buckets = Arc::default();
+        let mut trackers = Arc::default();
         let mut kept_estimates = None;
         if let Some(previous) = previous.map(|p| &*p.inner) {
             if previous.config.budget == config.budget {
                 buckets = Arc::clone(&previous.buckets);
+            }
+            if previous.config.overload_control == config.overload_control {
+                trackers = Arc::clone(&previous.trackers);
             }
             if previous.config.attempt_ceiling == config.attempt_ceiling
                 && previous.config.backoff.measured_base() == config.backoff.measured_base()
@@ -388,6 +447,7 @@ impl RetryPolicy {
                 estimates,
                 rng,
                 instruments: Instruments::new(policy_tag),
+                trackers,
             }),
         }
     }

@@ -244,9 +244,10 @@ async fn call(world: Rc<World>, hop: usize) -> Answer {
         Some(_) if !world.chain_rules => Answer::Failed,
         Some(error) => match error.reason() {
             // A refusal, or an overload answered from below: this hop is shedding load too.
-            StopReason::BudgetExhausted | StopReason::BreakerOpen | StopReason::Overloaded => {
-                Answer::Overloaded
-            }
+            StopReason::BudgetExhausted
+            | StopReason::BreakerOpen
+            | StopReason::Saturated
+            | StopReason::Overloaded => Answer::Overloaded,
             StopReason::AttemptsExhausted if error.attempts() > 1 => Answer::Retried,
             StopReason::RetriedBelow => Answer::Retried,
             _ => Answer::Failed,
@@ -350,6 +351,7 @@ struct HopTally {
     attempts: u64,
     answered: u64,
     budget_refusals: u64,
+    saturated: u64,
     seconds: Vec<Second>,
 }
 
@@ -468,8 +470,10 @@ impl World {
             } else {
                 tally.second(self.since(started)).failed += 1;
             }
-            if failed == Some(StopReason::BudgetExhausted) {
-                tally.budget_refusals += 1;
+            match failed {
+                Some(StopReason::BudgetExhausted) => tally.budget_refusals += 1,
+                Some(StopReason::Saturated) => tally.saturated += 1,
+                _ => {}
             }
         });
         succeeded
@@ -486,6 +490,7 @@ impl World {
                 attempts: tally.attempts,
                 attempts_cut: tally.attempts - tally.answered,
                 budget_refusals: tally.budget_refusals,
+                saturated: tally.saturated,
                 amplification: worst_second(
                     tally.seconds.iter().map(|s| (s.calls, s.attempts)),
                     duration,

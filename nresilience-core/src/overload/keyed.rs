@@ -1,0 +1,87 @@
+//! A [`LoadTracker`] per dependency, bounded as the keyed budgets are.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use super::{LoadTracker, OverloadControl};
+use crate::keyed::KeyTable;
+
+/// A [`LoadTracker`] per key (an HTTP client keys by host, as its budgets are keyed, H5): the
+/// load on one dependency says nothing about another's.
+///
+/// At most `max_keys` are tracked; a new key at a full table forgets the least recently used
+/// one, which starts afresh if it comes back.
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Instant;
+/// use nresilience_core::overload::{KeyedTrackers, OverloadControl};
+///
+/// let now = Instant::now();
+/// let trackers = KeyedTrackers::new(OverloadControl::new(), 2);
+/// let db = trackers.tracker_for("db:5432", now);
+/// assert!(Arc::ptr_eq(&db, &trackers.tracker_for("db:5432", now)));
+/// trackers.tracker_for("a", now);
+/// trackers.tracker_for("b", now); // "db:5432" was the least recently used
+/// assert_eq!(trackers.len(), 2);
+/// assert!(!Arc::ptr_eq(&db, &trackers.tracker_for("db:5432", now)));
+/// ```
+pub struct KeyedTrackers {
+    control: OverloadControl,
+    max_keys: usize,
+    keys: Mutex<KeyTable<LoadTracker>>,
+}
+
+impl KeyedTrackers {
+    /// An empty table of trackers made from `control` (valid: a policy checks it), tracking at
+    /// most `max_keys` keys (a `0` is read as `1`).
+    pub fn new(control: OverloadControl, max_keys: usize) -> Self {
+        Self {
+            control,
+            max_keys: max_keys.max(1),
+            keys: Mutex::new(KeyTable::default()),
+        }
+    }
+
+    /// The tracker of `key`, made at `now` on its first use.
+    pub fn tracker_for(&self, key: &str, now: Instant) -> Arc<LoadTracker> {
+        let control = self.control;
+        self.lock()
+            .get_or_make(key, self.max_keys, || LoadTracker::new(control, now))
+    }
+
+    /// How many keys have a tracker: at most `max_keys`.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no key has a tracker yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every key's limit at `now`, for a gauge.
+    pub fn limits(&self, now: Instant) -> Vec<(String, u32)> {
+        let keys = self.lock();
+        keys.iter()
+            .map(|(key, tracker)| (key.to_owned(), tracker.limit(now)))
+            .collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, KeyTable<LoadTracker>> {
+        self.keys.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for KeyedTrackers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedTrackers")
+            .field("control", &self.control)
+            .field("keys", &self.len())
+            .field("max_keys", &self.max_keys)
+            .finish()
+    }
+}

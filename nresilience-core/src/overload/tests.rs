@@ -1,0 +1,233 @@
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A dependency that has answered `per_slot` attempts in every 100 ms slot of the first
+/// second, each after `latency`, so the tracker knows its completion rate; nothing held.
+fn measured(control: OverloadControl, per_slot: u32, latency: Duration) -> (LoadTracker, Instant) {
+    let start = Instant::now();
+    let tracker = LoadTracker::new(control, start);
+    let mut now = start;
+    for _ in 0..10 {
+        let tickets: Vec<_> = (0..per_slot)
+            .map(|_| tracker.admit(now, None).unwrap().ticket)
+            .collect();
+        now += ms(100);
+        for ticket in tickets {
+            tracker.answered(ticket, latency, Answer::Served, now - ms(1));
+        }
+    }
+    (tracker, now)
+}
+
+#[test]
+fn o1_an_attempt_whose_wait_outlasts_its_call_is_not_sent() {
+    // 10 answers per 100 ms of busy time: 100 a second. 30 held: 300 ms to drain.
+    let control = OverloadControl::new().floor(100).initial(100);
+    let (tracker, now) = measured(control, 10, ms(100));
+    for _ in 0..30 {
+        tracker.admit(now, None).unwrap();
+    }
+    let refused = tracker.admit(now, Some(ms(200))).unwrap_err();
+    assert_eq!(refused.cause, SaturatedBy::Wait);
+    let wait = refused.retry_after.as_secs_f64();
+    assert!((0.25..0.35).contains(&wait), "expected wait {wait}");
+    // A call with time enough is sent, and a call with no deadline always is.
+    assert!(tracker.admit(now, Some(ms(400))).is_ok());
+    assert!(tracker.admit(now, None).is_ok());
+}
+
+#[test]
+fn o1_an_abandoned_attempt_stays_held_until_a_later_one_is_answered() {
+    let (tracker, now) = measured(OverloadControl::new(), 10, ms(50));
+    let early = tracker.admit(now, None).unwrap().ticket;
+    let late = tracker.admit(now, None).unwrap().ticket;
+    tracker.abandoned(early, ms(20), true, now + ms(20));
+    assert_eq!(
+        tracker.held(now + ms(20)),
+        2,
+        "the dependency still works on it"
+    );
+    tracker.answered(late, ms(30), Answer::Served, now + ms(30));
+    assert_eq!(
+        tracker.held(now + ms(30)),
+        0,
+        "answered after it: it was finished first"
+    );
+}
+
+#[test]
+fn o1_an_abandoned_attempt_is_let_go_once_its_answer_would_have_come() {
+    let (tracker, now) = measured(OverloadControl::new(), 10, ms(50));
+    let ticket = tracker.admit(now, None).unwrap().ticket;
+    tracker.abandoned(ticket, ms(10), false, now + ms(10));
+    assert_eq!(tracker.held(now + ms(10)), 1);
+    assert_eq!(tracker.held(now + Duration::from_secs(61)), 0);
+}
+
+#[test]
+fn o1_answers_without_the_work_do_not_count_as_completions() {
+    let start = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new(), start);
+    let mut now = start;
+    // A second of fast refusals: no completion rate to speak of.
+    for _ in 0..100 {
+        let ticket = tracker.admit(now, None).unwrap().ticket;
+        now += ms(10);
+        tracker.answered(ticket, ms(1), Answer::Unserved, now);
+    }
+    // Nothing awaited: sent. Busy a second without one completion, the dependency looks
+    // stalled: this attempt's wait is at least a window.
+    let admission = tracker.admit(now, Some(ms(1))).unwrap();
+    assert!(
+        admission.expected_wait() >= Some(Duration::from_secs(1)),
+        "{admission:?}"
+    );
+    assert!(!admission.overloaded());
+    tracker.answered(admission.ticket, ms(1), Answer::Overloaded, now);
+    assert!(
+        tracker.admit(now, None).unwrap().overloaded(),
+        "it said so within the window"
+    );
+}
+
+#[test]
+fn o2_attempts_at_the_limit_are_refused_at_once() {
+    let start = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new().floor(3).initial(3), start);
+    for _ in 0..3 {
+        tracker.admit(start, None).unwrap();
+    }
+    let refused = tracker.admit(start, None).unwrap_err();
+    assert_eq!(refused.cause, SaturatedBy::Limit);
+}
+
+#[test]
+fn e5_a_ceiling_below_the_expected_wait_does_not_cut_the_attempt() {
+    let control = OverloadControl::new().floor(100).initial(100);
+    let (tracker, now) = measured(control, 10, ms(100));
+    for _ in 0..20 {
+        tracker.admit(now, None).unwrap();
+    }
+    let admission = tracker.admit(now, None).unwrap();
+    assert!(admission.outlasts(ms(50)), "{admission:?}");
+    assert!(!admission.outlasts(ms(500)), "{admission:?}");
+}
+
+#[test]
+fn invalid_settings_are_refused_with_the_reason() {
+    let cases = [
+        (OverloadControl::new().floor(0), "floor must be at least 1"),
+        (
+            OverloadControl::new().floor(30).initial(20),
+            "initial limit 20",
+        ),
+        (
+            OverloadControl::new().max(10),
+            "floor 20 is above the maximum 10",
+        ),
+        (
+            OverloadControl::new().window(ms(10)),
+            "window must be from 100 ms",
+        ),
+    ];
+    for (control, reason) in cases {
+        let error = control.validate().unwrap_err();
+        assert!(error.to_string().contains(reason), "{error}");
+    }
+    assert!(OverloadControl::new().validate().is_ok());
+}
+
+/// One step of a tracker's life, drawn by the property tests.
+#[derive(Debug, Clone)]
+enum Op {
+    Admit {
+        left_ms: Option<u64>,
+    },
+    Answer {
+        which: usize,
+        latency_ms: u64,
+        served: bool,
+    },
+    Abandon {
+        which: usize,
+        cut: bool,
+    },
+    Wait {
+        ms: u64,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => proptest::option::of(0u64..3_000).prop_map(|left_ms| Op::Admit { left_ms }),
+        3 => (any::<usize>(), 0u64..2_000, any::<bool>())
+            .prop_map(|(which, latency_ms, served)| Op::Answer { which, latency_ms, served }),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(which, cut)| Op::Abandon { which, cut }),
+        2 => (0u64..500).prop_map(|ms| Op::Wait { ms }),
+    ]
+}
+
+proptest! {
+    /// O1, O2: whatever happens, the limit stays within the floor and the maximum, an
+    /// attempt with nothing awaited is sent, and the attempts held are bounded.
+    #[test]
+    fn o2_the_limit_stays_in_bounds_and_nothing_awaited_is_never_refused(
+        floor in 1u32..40,
+        ops in proptest::collection::vec(op(), 1..400),
+        algorithm in prop_oneof![
+            Just(LimitAlgorithm::Gradient), Just(LimitAlgorithm::Aimd), Just(LimitAlgorithm::Vegas)
+        ],
+    ) {
+        let control = OverloadControl::new().floor(floor).initial(floor).max(floor * 4)
+            .algorithm(algorithm);
+        let start = Instant::now();
+        let tracker = LoadTracker::new(control, start);
+        let mut now = start;
+        let mut running: Vec<(Ticket, Instant)> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Admit { left_ms } => {
+                    let nothing_awaited = running.is_empty();
+                    match tracker.admit(now, left_ms.map(ms)) {
+                        Ok(admission) => running.push((admission.ticket, now)),
+                        Err(refused) => {
+                            prop_assert!(!nothing_awaited, "refused with nothing awaited: {refused:?}");
+                        }
+                    }
+                }
+                Op::Answer { which, latency_ms, served } if !running.is_empty() => {
+                    let (ticket, _) = running.swap_remove(which % running.len());
+                    let answer = if served { Answer::Served } else { Answer::Unserved };
+                    tracker.answered(ticket, ms(latency_ms), answer, now);
+                }
+                Op::Abandon { which, cut } if !running.is_empty() => {
+                    let (ticket, sent) = running.swap_remove(which % running.len());
+                    tracker.abandoned(ticket, now - sent, cut, now);
+                }
+                Op::Wait { ms: wait } => now += ms(wait),
+                _ => {}
+            }
+            let limit = tracker.limit(now);
+            prop_assert!((floor..=floor * 4).contains(&limit), "limit {limit}");
+            prop_assert!(tracker.held(now) as usize <= running.len() + 2 * (floor * 4) as usize);
+        }
+    }
+
+    /// H5, O1: however many dependencies a client meets, the trackers kept stay bounded.
+    #[test]
+    fn o1_keyed_trackers_stay_bounded(keys in proptest::collection::vec("[a-z]{1,4}", 1..200), max in 1usize..16) {
+        let trackers = KeyedTrackers::new(OverloadControl::new(), max);
+        let now = Instant::now();
+        for key in &keys {
+            trackers.tracker_for(key, now);
+            prop_assert!(trackers.len() <= max);
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! The load tracker under contention (O1, O2): threads admitting, answering and abandoning
+//! attempts on one tracker, their timestamps taken from a shared counter so that they reach
+//! it out of order, as real clock reads do. However the operations interleave, the limit stays
+//! within its floor and maximum, and once every attempt has ended and its answer time has
+//! passed, the tracker holds nothing and admits the next attempt.
+//!
+//! Also run under Miri (`cargo +nightly miri test -p nresilience-core --test
+//! overload_contention`), which checks the tracker's shared state for data races and
+//! undefined behaviour on a few hundred operations per thread.
+
+#![allow(clippy::unwrap_used)]
+
+mod draws;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nresilience_core::overload::{Answer, LoadTracker, OverloadControl};
+
+use draws::Draws;
+
+/// Operations per thread: 10⁵ natively, a few hundred under Miri.
+const OPERATIONS: u64 = if cfg!(miri) { 200 } else { 100_000 };
+
+#[test]
+fn o1_o2_contended_threads_keep_the_trackers_rules_and_leave_nothing_held() {
+    let control = OverloadControl::new().floor(4).initial(8).max(64);
+    for threads in [2u64, 4, 8] {
+        let start = Instant::now();
+        let tracker = Arc::new(LoadTracker::new(control, start));
+        let clock = Arc::new(AtomicU64::new(0));
+        let workers: Vec<_> = (0..threads)
+            .map(|seed| {
+                let (tracker, clock) = (Arc::clone(&tracker), Arc::clone(&clock));
+                std::thread::spawn(move || {
+                    let mut draws = Draws(seed.wrapping_mul(0x5851_F42D_4C95_7F2D) ^ threads);
+                    let mut mine = Vec::new();
+                    for _ in 0..OPERATIONS {
+                        let draw = draws.next();
+                        let now = start
+                            + Duration::from_micros(clock.fetch_add(draw % 500, Ordering::Relaxed));
+                        match (draw >> 16) % 4 {
+                            0 | 1 => {
+                                let left = Some(Duration::from_micros((draw >> 24) % 200_000));
+                                if let Ok(admission) = tracker.admit(now, left) {
+                                    mine.push((admission.ticket, now));
+                                }
+                            }
+                            2 if !mine.is_empty() => {
+                                let (ticket, sent) =
+                                    mine.swap_remove((draw >> 32) as usize % mine.len());
+                                tracker.answered(
+                                    ticket,
+                                    now.saturating_duration_since(sent),
+                                    Answer::Served,
+                                    now,
+                                );
+                            }
+                            3 if !mine.is_empty() => {
+                                let (ticket, sent) =
+                                    mine.swap_remove((draw >> 32) as usize % mine.len());
+                                tracker.abandoned(
+                                    ticket,
+                                    now.saturating_duration_since(sent),
+                                    draw & 1 == 0,
+                                    now,
+                                );
+                            }
+                            _ => {}
+                        }
+                        let limit = tracker.limit(now);
+                        assert!((4..=64).contains(&limit), "limit {limit}");
+                    }
+                    let now = start + Duration::from_micros(clock.load(Ordering::Relaxed));
+                    for (ticket, sent) in mine {
+                        tracker.answered(
+                            ticket,
+                            now.saturating_duration_since(sent),
+                            Answer::Served,
+                            now,
+                        );
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+        let end = start + Duration::from_micros(clock.load(Ordering::Relaxed));
+        // Every attempt ended; the abandoned ones are let go by their answer time at the latest.
+        assert_eq!(
+            tracker.held(end + Duration::from_secs(61)),
+            0,
+            "{threads} threads"
+        );
+        assert!(tracker
+            .admit(end + Duration::from_secs(61), Some(Duration::ZERO))
+            .is_ok());
+    }
+}
