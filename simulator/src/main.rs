@@ -13,6 +13,7 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use nresilience_core::overload::LimitAlgorithm;
 use nresilience_core::simulate::{Dependency, Load, Second, Simulation, SimulationReport, Tail};
 use nresilience_core::{AttemptCeiling, Hedge, RetryBudget, RetryPolicy};
 use serde_json::json;
@@ -98,14 +99,49 @@ pub(crate) struct Args {
     plot: Option<PathBuf>,
     /// Run a fixed scenario instead of the storm. `metastable`: a db with workers and a
     /// bounded queue that finishes abandoned work, 5× slower for 5 s, budget off and on, with
-    /// our attempt ceiling and the original's (SPEC D3); it takes `--budget`, `--seed`,
-    /// `--json` and `--plot`.
+    /// our attempt ceiling and the original's, overload control off and on (rules D3, O1,
+    /// O2); `metastable-long`: the same, 20 s slower. Both take `--budget`, `--overload`,
+    /// `--seed`, `--json` and `--plot`.
     #[arg(long, value_enum, conflicts_with_all = [
         "rate", "duration", "p50", "p99", "tail", "brownout_after", "brownout_slower",
         "brownout_lasting", "failing", "ceiling_refresh", "compare_refresh", "ceiling_learns",
         "hops", "chain_rules", "fleet", "hedge",
     ])]
     scenario: Option<Scenario>,
+    /// With `--scenario`: overload control's rows, comma-separated (`off`, or an algorithm:
+    /// `gradient`, `aimd`, `vegas`).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "off,gradient",
+        requires = "scenario"
+    )]
+    overload: Vec<OverloadSetting>,
+}
+
+/// A row's overload control (rules O1, O2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OverloadSetting {
+    Off,
+    Gradient,
+    Aimd,
+    Vegas,
+}
+
+impl Args {
+    /// The overload rows asked for, in order: `None` for off.
+    fn overload_settings(&self) -> Vec<Option<LimitAlgorithm>> {
+        self.overload
+            .iter()
+            .map(|setting| match setting {
+                OverloadSetting::Off => None,
+                OverloadSetting::Gradient => Some(LimitAlgorithm::Gradient),
+                OverloadSetting::Aimd => Some(LimitAlgorithm::Aimd),
+                OverloadSetting::Vegas => Some(LimitAlgorithm::Vegas),
+            })
+            .collect()
+    }
 }
 
 /// Whether the attempt ceiling learns from the attempts it cuts.
@@ -122,6 +158,8 @@ enum Learning {
 enum Scenario {
     /// SPEC D3: a short slowdown of a db with a queue, and what retries do after it ends.
     Metastable,
+    /// The same db slowed for 20 s: what is served while it lasts (O1, O2).
+    MetastableLong,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -169,8 +207,12 @@ fn main() -> Result<()> {
 }
 
 fn run(args: &Args) -> Result<()> {
-    if args.scenario == Some(Scenario::Metastable) {
-        return metastable::main(args);
+    match args.scenario {
+        Some(Scenario::Metastable) => return metastable::main(args, metastable::TRIGGER_LASTING),
+        Some(Scenario::MetastableLong) => {
+            return metastable::main(args, metastable::LONG_TRIGGER_LASTING)
+        }
+        None => {}
     }
     if let Some(hedge) = args.hedge {
         return hedging::main(args, hedge);

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use demo::chain::Ceiling;
+use nresilience_core::overload::{LimitAlgorithm, OverloadControl};
 use nresilience_core::simulate::{Dependency, Load, Second, Simulation, SimulationReport};
 use serde_json::json;
 
@@ -29,11 +30,13 @@ const WORKERS: u32 = 12;
 /// The queue holds about what the workers serve in a second when healthy (12 / 31 ms ≈ 380,
 /// rounded up): a full queue is a second's wait.
 const QUEUE: u32 = 400;
-/// The trigger: five times slower for five seconds, once the callers' latency estimates have
-/// had half a minute of healthy traffic (as S1's brownout has).
+/// The trigger: five times slower for five seconds (the long variant: twenty), once the
+/// callers' latency estimates have had half a minute of healthy traffic (as S1's brownout
+/// has).
 const TRIGGER_AT: Duration = Duration::from_secs(30);
 const TRIGGER_SLOWER: f64 = 5.0;
-const TRIGGER_LASTING: Duration = Duration::from_secs(5);
+pub(super) const TRIGGER_LASTING: Duration = Duration::from_secs(5);
+pub(super) const LONG_TRIGGER_LASTING: Duration = Duration::from_secs(20);
 /// Long enough after the trigger to tell a slow recovery from none: 85 seconds.
 const DURATION: Duration = Duration::from_secs(120);
 /// A second is back to normal at this success rate (SPEC D4).
@@ -43,6 +46,10 @@ const RECOVERED: f64 = 0.99;
 struct Run {
     ceiling: Ceiling,
     budget: bool,
+    /// Overload control's algorithm, when on (O1, O2).
+    overload: Option<LimitAlgorithm>,
+    /// How long the trigger lasts.
+    lasting: Duration,
     report: SimulationReport,
     figures: Figures,
 }
@@ -67,24 +74,26 @@ struct Figures {
 }
 
 /// The database of the scenario.
-fn dependency() -> Dependency {
+fn dependency(lasting: Duration) -> Dependency {
     Dependency::healthy(P50, P99)
-        .brownout(TRIGGER_AT, TRIGGER_SLOWER, TRIGGER_LASTING)
+        .brownout(TRIGGER_AT, TRIGGER_SLOWER, lasting)
         .workers(WORKERS, QUEUE)
 }
 
-pub(super) fn main(args: &Args) -> Result<()> {
+pub(super) fn main(args: &Args, lasting: Duration) -> Result<()> {
     let budgets = args.budget.budgets();
+    let overloads = args.overload_settings();
     if !args.json {
         println!(
             "metastable: {RATE} calls/s for {DURATION:?} against a db of {WORKERS} workers and a queue of {QUEUE} \
-             (p50 {P50:?} / p99 {P99:?}), {TRIGGER_SLOWER}× slower from {TRIGGER_AT:?} for {TRIGGER_LASTING:?}; seed {}",
+             (p50 {P50:?} / p99 {P99:?}), {TRIGGER_SLOWER}× slower from {TRIGGER_AT:?} for {lasting:?}; seed {}",
             args.seed,
         );
         println!(
-            "{:<9} {:<6} {:>7} {:>8} {:>8} {:>8} {:>14} {:>18} {:>16} {:>7} {:>8}",
+            "{:<9} {:<6} {:<9} {:>7} {:>8} {:>8} {:>8} {:>14} {:>18} {:>16} {:>7} {:>8} {:>9}",
             "ceiling",
             "budget",
+            "overload",
             "calls",
             "before",
             "during",
@@ -94,21 +103,33 @@ pub(super) fn main(args: &Args) -> Result<()> {
             "peak queue",
             "shed",
             "refusals",
+            "saturated",
         );
     }
     let mut runs = Vec::new();
-    for ceiling in Ceiling::ALL {
-        for &budget in budgets {
+    for (ceiling, &budget, &overload) in Ceiling::ALL
+        .into_iter()
+        .flat_map(|c| budgets.iter().map(move |b| (c, b)))
+        .flat_map(|(c, b)| overloads.iter().map(move |o| (c, b, o)))
+    {
+        {
             let started = Instant::now();
-            let report = Simulation::policy(policy(ceiling.settings(), budget)?)
-                .against(dependency())
+            let control = overload.map(|algorithm| OverloadControl::new().algorithm(algorithm));
+            let policy = policy(ceiling.settings(), budget)?
+                .to_builder()
+                .overload_control(control)
+                .build()?;
+            let report = Simulation::policy(policy)
+                .against(dependency(lasting))
                 .under(Load::constant(RATE))
                 .for_duration(DURATION)
                 .run(args.seed)?;
             let run = Run {
                 ceiling,
                 budget,
-                figures: Figures::of(&report),
+                overload,
+                lasting,
+                figures: Figures::of(&report, lasting),
                 report,
             };
             if args.json {
@@ -133,9 +154,9 @@ pub(super) fn main(args: &Args) -> Result<()> {
 // ===== impl Figures =====
 
 impl Figures {
-    fn of(report: &SimulationReport) -> Self {
+    fn of(report: &SimulationReport, lasting: Duration) -> Self {
         let start = whole_seconds(TRIGGER_AT);
-        let end = whole_seconds(TRIGGER_AT + TRIGGER_LASTING);
+        let end = whole_seconds(TRIGGER_AT + lasting);
         let in_run = whole_seconds(DURATION);
         let seconds = &report.seconds[..report.seconds.len().min(in_run)];
         let (peak_queue_second, peak_queue) = seconds
@@ -168,6 +189,11 @@ impl Figures {
     }
 }
 
+/// A row's overload control: `off`, or its algorithm.
+fn overload_name(overload: Option<LimitAlgorithm>) -> &'static str {
+    overload.map_or("off", LimitAlgorithm::name)
+}
+
 fn whole_seconds(at: Duration) -> usize {
     usize::try_from(at.as_secs()).unwrap_or(usize::MAX)
 }
@@ -192,9 +218,10 @@ fn success(calls: u64, failed: u64) -> f64 {
 fn print_row(run: &Run) {
     let f = &run.figures;
     println!(
-        "{:<9} {:<6} {:>7} {:>8.4} {:>8.4} {:>8.4} {:>14} {:>18} {:>16} {:>7} {:>8}",
+        "{:<9} {:<6} {:<9} {:>7} {:>8.4} {:>8.4} {:>8.4} {:>14} {:>18} {:>16} {:>7} {:>8} {:>9}",
         run.ceiling.name(),
         on_off(run.budget),
+        overload_name(run.overload),
         run.report.calls,
         f.before,
         f.during,
@@ -209,6 +236,7 @@ fn print_row(run: &Run) {
         format!("{} ({}s)", f.peak_queue, f.peak_queue_second),
         f.shed,
         run.report.budget_refusals,
+        run.report.saturated,
     );
 }
 
@@ -219,6 +247,8 @@ fn to_json(run: &Run) -> serde_json::Value {
         "seed": r.seed,
         "ceiling": run.ceiling.name(),
         "budget": on_off(run.budget),
+        "overload": overload_name(run.overload),
+        "saturated": r.saturated,
         "rate": RATE,
         "duration_s": DURATION.as_secs_f64(),
         "workers": WORKERS,
@@ -226,7 +256,7 @@ fn to_json(run: &Run) -> serde_json::Value {
         "trigger": {
             "after_s": TRIGGER_AT.as_secs_f64(),
             "slower": TRIGGER_SLOWER,
-            "lasting_s": TRIGGER_LASTING.as_secs_f64(),
+            "lasting_s": run.lasting.as_secs_f64(),
         },
         "calls": r.calls,
         "succeeded": r.succeeded,
@@ -270,7 +300,7 @@ fn plot(path: &Path, args: &Args, runs: &[Run]) -> Result<()> {
     let root = root.titled(
         &format!(
             "a metastable failure: {WORKERS} workers, queue {QUEUE}, {TRIGGER_SLOWER}× slower for {}s ({RATE} calls/s, seed {})",
-            TRIGGER_LASTING.as_secs(),
+            runs.first().map_or(0, |run| run.lasting.as_secs()),
             args.seed
         ),
         ("sans-serif", 20),
@@ -278,12 +308,18 @@ fn plot(path: &Path, args: &Args, runs: &[Run]) -> Result<()> {
     let (upper, lower) = root.split_vertically(390);
     let trigger = (
         TRIGGER_AT.as_secs_f64(),
-        (TRIGGER_AT + TRIGGER_LASTING).as_secs_f64(),
+        (TRIGGER_AT + runs.first().map_or(Duration::ZERO, |run| run.lasting)).as_secs_f64(),
     );
     let shade = RGBColor(255, 160, 0);
-    // Budget off red, on blue; the original ceiling's runs paler.
+    // Budget off red, on blue, with overload control magenta and green; the original
+    // ceiling's runs paler.
     let color = |run: &Run| {
-        let base = if run.budget { BLUE } else { RED };
+        let base = match (run.budget, run.overload.is_some()) {
+            (false, false) => RED,
+            (true, false) => BLUE,
+            (false, true) => MAGENTA,
+            (true, true) => GREEN,
+        };
         match run.ceiling {
             Ceiling::Learning => base.stroke_width(2),
             Ceiling::Original => base.mix(0.45).stroke_width(2),
@@ -319,9 +355,10 @@ fn plot(path: &Path, args: &Args, runs: &[Run]) -> Result<()> {
         success_chart
             .draw_series(std::iter::once(PathElement::new(points, style)))?
             .label(format!(
-                "{} ceiling, budget {}: {}",
+                "{} ceiling, budget {}, overload {}: {}",
                 run.ceiling.name(),
                 on_off(run.budget),
+                overload_name(run.overload),
                 match run.figures.recovered_in {
                     Some(s) => format!("recovered {s}s after the trigger"),
                     None => "not recovered".to_owned(),
@@ -369,9 +406,10 @@ fn plot(path: &Path, args: &Args, runs: &[Run]) -> Result<()> {
         load_chart
             .draw_series(std::iter::once(PathElement::new(points, style)))?
             .label(format!(
-                "{} ceiling, budget {}: worst second {:.2}× the calls, peak queue {}",
+                "{} ceiling, budget {}, overload {}: worst second {:.2}× the calls, peak queue {}",
                 run.ceiling.name(),
                 on_off(run.budget),
+                overload_name(run.overload),
                 run.figures.worst_load,
                 run.figures.peak_queue
             ))
