@@ -6,60 +6,81 @@
 use std::time::{Duration, Instant};
 
 use nresilience_core::call::{Call, CallOptions, Step};
-use nresilience_core::overload::OverloadControl;
-use nresilience_core::{RejectReason, RetryPolicy, StopReason, Verdict};
+use nresilience_core::overload::{Answer, OverloadControl};
+use nresilience_core::{RejectReason, RetryPolicy, StopReason};
 
-/// A policy whose dependencies take one attempt at a time: the second is over the limit.
-fn one_at_a_time() -> RetryPolicy {
+/// A policy whose calls have 100 ms.
+fn hurried() -> RetryPolicy {
     RetryPolicy::builder()
-        .overload_control(Some(OverloadControl::new().floor(1).initial(1)))
+        .deadline(Some(Duration::from_millis(100)))
+        .overload_control(Some(OverloadControl::new()))
         .build()
         .unwrap()
 }
 
-#[test]
-fn o2_b8_a_call_over_the_limit_ends_at_once_spending_and_depositing_nothing() {
-    let policy = one_at_a_time();
-    let now = Instant::now();
-    let full = policy.bucket(now).unwrap().balance(now);
-    let mut first = Call::<&str>::start(&policy, now, CallOptions::new());
-    let Step::Run(attempt) = first.next::<()>(now) else {
-        panic!("the first attempt goes: nothing is awaited")
-    };
+/// A second in which the dependency `key` finished 100 attempts of `policy`'s, then 15 held:
+/// the next attempt waits 150 ms. Returns the time then.
+fn busy(policy: &RetryPolicy, key: Option<&str>, start: Instant) -> Instant {
+    let tracker = policy.load_tracker(key, start).unwrap();
+    let ms = Duration::from_millis;
+    let mut now = start;
+    for _ in 0..10 {
+        let sent: Vec<_> = (0..10)
+            .map(|_| tracker.admit(now, None).unwrap().ticket)
+            .collect();
+        now += ms(100);
+        for ticket in sent {
+            tracker.answered(ticket, ms(99), Answer::Served, now - ms(1));
+        }
+    }
+    for _ in 0..15 {
+        tracker.admit(now, None).unwrap();
+    }
+    now
+}
 
-    let mut second = Call::<&str>::start(&policy, now, CallOptions::new());
-    let Step::Done(Err(error)) = second.next::<()>(now) else {
+#[test]
+fn o1_b8_a_call_its_dependency_cannot_serve_in_time_ends_at_once_spending_nothing() {
+    let policy = hurried();
+    let start = Instant::now();
+    let now = busy(&policy, None, start);
+    let full = policy.bucket(now).unwrap().balance(now);
+
+    let mut call = Call::<&str>::start(&policy, now, CallOptions::new());
+    let Step::Done(Err(error)) = call.next::<()>(now) else {
         panic!("refused at once, without the rejection pause")
     };
     assert_eq!(error.reason(), StopReason::Saturated);
     assert_eq!(error.attempts(), 0, "nothing was sent");
     let rejected = error.rejection().unwrap();
     assert_eq!(rejected.reason, RejectReason::Saturated);
-    assert!(rejected.retry_after.is_some(), "a hint comes with it");
-    drop(second);
+    let hint = rejected.retry_after.unwrap();
+    assert!(
+        hint > Duration::from_millis(100),
+        "the expected wait: {hint:?}"
+    );
+    drop(call);
     assert_eq!(
         policy.bucket(now).unwrap().balance(now),
         full,
         "no budget spent"
     );
 
-    let later = now + Duration::from_millis(10);
-    let Step::Done(Ok(())) = first.attempted(attempt, Ok(()), Verdict::Success, later) else {
-        panic!("the first call succeeds")
-    };
-    let mut third = Call::<&str>::start(&policy, later, CallOptions::new());
-    assert!(
-        matches!(third.next::<()>(later), Step::Run(_)),
-        "the answered attempt left room"
-    );
+    // A call with time enough goes.
+    let patient = policy
+        .to_builder()
+        .deadline(Some(Duration::from_secs(1)))
+        .build()
+        .unwrap();
+    let now = busy(&patient, None, start);
+    let mut call = Call::<&str>::start(&patient, now, CallOptions::new());
+    assert!(matches!(call.next::<()>(now), Step::Run(_)));
 }
 
 #[test]
 fn h5_o1_each_dependency_has_its_own_load() {
-    let policy = one_at_a_time();
-    let now = Instant::now();
-    let mut busy = Call::<&str>::start(&policy, now, CallOptions::new().key("db:5432"));
-    assert!(matches!(busy.next::<()>(now), Step::Run(_)));
+    let policy = hurried();
+    let now = busy(&policy, Some("db:5432"), Instant::now());
     let mut same = Call::<&str>::start(&policy, now, CallOptions::new().key("db:5432"));
     assert!(matches!(same.next::<()>(now), Step::Done(Err(_))));
     let mut other = Call::<&str>::start(&policy, now, CallOptions::new().key("api:443"));
@@ -71,7 +92,7 @@ fn h5_o1_each_dependency_has_its_own_load() {
 
 #[test]
 fn o1_a_cancelled_call_leaves_its_attempt_held_while_the_dependency_works_on_it() {
-    let policy = one_at_a_time();
+    let policy = hurried();
     let now = Instant::now();
     let tracker = policy.load_tracker(None, now).unwrap();
     let mut call = Call::<&str>::start(&policy, now, CallOptions::new());

@@ -56,21 +56,22 @@ impl Limit {
         };
         let measured = measured.as_secs_f64().max(f64::MIN_POSITIVE);
         let used = f64::from(slot.peak) >= self.value / 2.0;
+        let long = *self.long.get_or_insert(measured);
+        let mut next_long = long + (measured - long) / LONG_SLOTS;
+        // After a spell of overload the average sits high: let it come back down.
+        if next_long / measured > 2.0 {
+            next_long *= 0.95;
+        }
+        self.long = Some(next_long);
         let next = match self.algorithm {
+            // A limit the traffic did not half use says nothing about the right one: it
+            // stays (Gradient2's rule for an application-limited client).
+            LimitAlgorithm::Gradient if !used => return,
             LimitAlgorithm::Gradient => {
-                let long = self.long.get_or_insert(measured);
-                *long += (measured - *long) / LONG_SLOTS;
-                // After a spell of overload the average sits high: let it come back down.
-                if *long / measured > 2.0 {
-                    *long *= 0.95;
-                }
-                if !used {
-                    return;
-                }
                 let gradient = if slot.cuts > 0 {
                     0.5
                 } else {
-                    (TOLERANCE * *long / measured).clamp(0.5, 1.0)
+                    (TOLERANCE * long / measured).clamp(0.5, 1.0)
                 };
                 let estimate = self.value * gradient + self.value.sqrt();
                 self.value * (1.0 - SMOOTHING) + estimate * SMOOTHING

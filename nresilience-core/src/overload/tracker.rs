@@ -102,19 +102,26 @@ pub enum SaturatedBy {
 /// use std::time::{Duration, Instant};
 /// use nresilience_core::overload::{Answer, LoadTracker, OverloadControl, SaturatedBy};
 ///
-/// let start = Instant::now();
 /// let ms = Duration::from_millis;
-/// let tracker = LoadTracker::new(OverloadControl::new().floor(2).initial(2), start);
-/// let first = tracker.admit(start, None).unwrap().ticket;
-/// let second = tracker.admit(start, None).unwrap().ticket;
-/// // Two held, a limit of two: the third is refused at once.
-/// let refused = tracker.admit(start, None).unwrap_err();
-/// assert_eq!(refused.cause, SaturatedBy::Limit);
-///
-/// tracker.answered(first, ms(10), Answer::Served, start + ms(10));
-/// tracker.abandoned(second, ms(10), true, start + ms(10));
-/// assert!(tracker.held(start + ms(10)) <= 1); // the cut one may still be worked on
-/// assert!(tracker.admit(start + ms(10), None).is_ok());
+/// let mut now = Instant::now();
+/// let tracker = LoadTracker::new(OverloadControl::new(), now);
+/// // A second in which the dependency finishes 10 attempts every 100 ms: 100 a second.
+/// for _ in 0..10 {
+///     let sent: Vec<_> = (0..10).map(|_| tracker.admit(now, None).unwrap().ticket).collect();
+///     now += ms(100);
+///     for ticket in sent {
+///         tracker.answered(ticket, ms(99), Answer::Served, now - ms(1));
+///     }
+/// }
+/// // Fifteen attempts held take about 150 ms to finish: a call with 100 ms left is not sent
+/// // one, and learns how long the wait is.
+/// let held: Vec<_> = (0..15).map(|_| tracker.admit(now, None).unwrap()).collect();
+/// let refused = tracker.admit(now, Some(ms(100))).unwrap_err();
+/// assert_eq!(refused.cause, SaturatedBy::Wait);
+/// assert!((ms(140)..ms(160)).contains(&refused.retry_after), "{refused:?}");
+/// // A call with time enough is.
+/// assert!(tracker.admit(now, Some(ms(500))).is_ok());
+/// # drop(held);
 /// ```
 pub struct LoadTracker {
     control: OverloadControl,
