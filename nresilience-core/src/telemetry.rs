@@ -29,6 +29,8 @@ pub const NESTED_RETRIES: &str = "nresilience.nested_retries";
 pub const HEDGES: &str = "nresilience.hedges";
 /// Gauge of the budget's utilization, 0 (full) to 1 (empty).
 pub const BUDGET_UTILIZATION: &str = "nresilience.budget.utilization";
+/// Gauge of overload control's adaptive limit on attempts in flight, per dependency (O2, O4).
+pub const OVERLOAD_LIMIT: &str = "nresilience.overload.limit";
 
 /// Tag: the policy's name.
 pub const POLICY: &str = "nresilience.policy";
@@ -44,6 +46,8 @@ pub const SOURCE: &str = "nresilience.source";
 /// Tag: how much the caller waits on a call (`critical`, `normal`, `sheddable`; C3), on
 /// calls and refusals.
 pub const CRITICALITY: &str = "nresilience.criticality";
+/// Tag: the dependency a call's attempts count in, for overload control (its H5 key, a host).
+pub const DEPENDENCY: &str = "nresilience.dependency";
 /// Tag: a nested retry's depth in the chain (C4).
 pub const DEPTH: &str = "nresilience.nesting.depth";
 /// Tag: the attempts that could reach the dependency through a nested retry and the calls
@@ -76,6 +80,7 @@ pub(crate) struct Instruments {
     pub(crate) nested_retries: Counter<u64>,
     pub(crate) hedges: Counter<u64>,
     pub(crate) utilization: Gauge<f64>,
+    pub(crate) overload_limit: Gauge<u64>,
     /// The tags of a successful attempt and call (one per criticality), made once: building
     /// and dropping them on every call would cost more than the recordings they go to when no
     /// provider listens.
@@ -139,6 +144,10 @@ impl Instruments {
             utilization: meter
                 .f64_gauge(BUDGET_UTILIZATION)
                 .with_description("share of the retry budget spent, 0 full to 1 empty")
+                .build(),
+            overload_limit: meter
+                .u64_gauge(OVERLOAD_LIMIT)
+                .with_description("overload control's limit on attempts in flight")
                 .build(),
         }
     }
@@ -211,6 +220,18 @@ impl Instruments {
     pub(crate) fn hedge(&self, sent: bool) {
         let outcome = if sent { "sent" } else { "suppressed" };
         self.hedges.add(1, &self.tag(OUTCOME, outcome));
+    }
+
+    /// Overload control's limit for a `dependency` (none: the policy's own), when it moved.
+    pub(crate) fn overload_limit(&self, limit: u32, dependency: Option<&std::sync::Arc<str>>) {
+        let policy = KeyValue::new(POLICY, self.policy.clone());
+        match dependency {
+            Some(key) => {
+                let key = KeyValue::new(DEPENDENCY, StringValue::from(std::sync::Arc::clone(key)));
+                self.overload_limit.record(u64::from(limit), &[policy, key]);
+            }
+            None => self.overload_limit.record(u64::from(limit), &[policy]),
+        }
     }
 
     pub(crate) fn utilization(&self, utilization: f64) {

@@ -7,10 +7,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use nresilience_core::call::{Call, CallOptions, Step};
 use nresilience_core::nesting::{self, NestingSource};
+use nresilience_core::overload::OverloadControl;
 use nresilience_core::telemetry::{
     ATTEMPTS, ATTEMPT_DURATION, BUDGET_UTILIZATION, CALLS, CALL_DURATION, HEDGES, NESTED_RETRIES,
-    REJECTIONS,
+    OVERLOAD_LIMIT, REJECTIONS,
 };
 use nresilience_core::{Backoff, BudgetOptions, Hedge, Jitter, RetryBudget, RetryPolicy};
 use opentelemetry::global;
@@ -52,6 +54,11 @@ fn collect(provider: &SdkMeterProvider, exporter: &InMemoryMetricExporter) -> Po
                             put(tags(&mut p.attributes()), p.value());
                         }
                     }
+                    AggregatedMetrics::U64(MetricData::Gauge(g)) => {
+                        for p in g.data_points() {
+                            put(tags(&mut p.attributes()), p.value() as f64);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -73,7 +80,7 @@ fn get(points: &Points, name: &str, tags: &[(&str, &str)]) -> f64 {
 }
 
 #[tokio::test(start_paused = true)]
-async fn b12_c3_c4_hg2_counters_histograms_and_gauge_carry_the_original_names_and_tags() {
+async fn b12_c3_c4_hg2_o4_counters_histograms_and_gauges_carry_the_original_names_and_tags() {
     let exporter = InMemoryMetricExporter::default();
     let provider = SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(exporter.clone()).build())
@@ -145,7 +152,45 @@ async fn b12_c3_c4_hg2_counters_histograms_and_gauge_carry_the_original_names_an
             .unwrap();
     }
 
+    // O4: a call overload control refuses, per dependency: one attempt in flight at most.
+    let saturating = RetryPolicy::builder()
+        .name("saturating")
+        .overload_control(Some(OverloadControl::new().floor(1).initial(1)))
+        .build()
+        .unwrap();
+    let now = std::time::Instant::now();
+    let db = CallOptions::new().key("db:5432");
+    let mut running = Call::<()>::start(&saturating, now, db);
+    assert!(matches!(running.next::<()>(now), Step::Run(_)));
+    let mut refused = Call::<()>::start(&saturating, now, db);
+    assert!(matches!(refused.next::<()>(now), Step::Done(Err(_))));
+
     let points = collect(&provider, &exporter);
+    let s = ("nresilience.policy", "saturating");
+    assert_eq!(
+        get(
+            &points,
+            CALLS,
+            &[s, ("nresilience.outcome", "saturated"), c_normal()]
+        ),
+        1.0
+    );
+    assert_eq!(
+        get(
+            &points,
+            REJECTIONS,
+            &[s, ("nresilience.reason", "saturated"), c_normal()]
+        ),
+        1.0
+    );
+    assert_eq!(
+        get(
+            &points,
+            OVERLOAD_LIMIT,
+            &[s, ("nresilience.dependency", "db:5432")]
+        ),
+        1.0
+    );
     let h = ("nresilience.policy", "hedging");
     assert_eq!(
         get(&points, HEDGES, &[h, ("nresilience.outcome", "sent")]),
@@ -264,6 +309,10 @@ async fn b12_c3_c4_hg2_counters_histograms_and_gauge_carry_the_original_names_an
         assert_eq!(bounds.first(), Some(&0.005), "{name}: {bounds:?}");
         assert_eq!(bounds.last(), Some(&10.0), "{name}: {bounds:?}");
     }
+}
+
+fn c_normal() -> (&'static str, &'static str) {
+    ("nresilience.criticality", "normal")
 }
 
 /// The bucket boundaries of the histogram `name`'s first data point.

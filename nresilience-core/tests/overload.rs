@@ -3,11 +3,14 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use nresilience_core::call::{Call, CallOptions, Step};
 use nresilience_core::overload::{Answer, OverloadControl};
 use nresilience_core::{RejectReason, RetryPolicy, StopReason};
+use support::Capture;
 
 /// A policy whose calls have 100 ms.
 fn hurried() -> RetryPolicy {
@@ -41,6 +44,7 @@ fn busy(policy: &RetryPolicy, key: Option<&str>, start: Instant) -> Instant {
 
 #[test]
 fn o1_b8_a_call_its_dependency_cannot_serve_in_time_ends_at_once_spending_nothing() {
+    let capture = Capture::install();
     let policy = hurried();
     let start = Instant::now();
     let now = busy(&policy, None, start);
@@ -64,6 +68,14 @@ fn o1_b8_a_call_its_dependency_cannot_serve_in_time_ends_at_once_spending_nothin
         policy.bucket(now).unwrap().balance(now),
         full,
         "no budget spent"
+    );
+    // O4: the operator sees why, on the call's span.
+    let events = capture.events_named("nresilience.saturated");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].field("cause"), Some("wait"));
+    assert_eq!(
+        capture.spans_named("resilience")[0].field("nresilience.outcome"),
+        Some("saturated")
     );
 
     // A call with time enough goes.

@@ -50,7 +50,7 @@ impl KeyedTrackers {
     pub fn tracker_for(&self, key: &str, now: Instant) -> Arc<LoadTracker> {
         let control = self.control;
         self.lock()
-            .get_or_make(key, self.max_keys, || LoadTracker::new(control, now))
+            .get_or_make(key, self.max_keys, || LoadTracker::keyed(control, key, now))
     }
 
     /// How many keys have a tracker: at most `max_keys`.

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::limit::Limit;
@@ -125,6 +125,8 @@ pub enum SaturatedBy {
 /// ```
 pub struct LoadTracker {
     control: OverloadControl,
+    /// The dependency's key, when the tracker is one of a [`KeyedTrackers`](super::KeyedTrackers).
+    dependency: Option<Arc<str>>,
     state: Mutex<State>,
 }
 
@@ -137,6 +139,8 @@ struct State {
     last: Instant,
     /// When the dependency last answered with an overload signal or a throttle.
     overloaded_at: Option<Instant>,
+    /// The limit last handed to a gauge: `0` before the first.
+    reported: u32,
     window: Window,
     limit: Limit,
     no_load: NoLoad,
@@ -159,14 +163,25 @@ struct NoLoad {
 impl LoadTracker {
     /// A tracker with nothing held, at `now`; `control` must be valid (a policy checks it).
     pub fn new(control: OverloadControl, now: Instant) -> Self {
+        Self::of(control, None, now)
+    }
+
+    /// A tracker of the dependency `key`, for its gauge's tag.
+    pub(super) fn keyed(control: OverloadControl, key: &str, now: Instant) -> Self {
+        Self::of(control, Some(Arc::from(key)), now)
+    }
+
+    fn of(control: OverloadControl, dependency: Option<Arc<str>>, now: Instant) -> Self {
         Self {
             control,
+            dependency,
             state: Mutex::new(State {
                 in_flight: 0,
                 abandoned: VecDeque::new(),
                 next: 1,
                 last: now,
                 overloaded_at: None,
+                reported: 0,
                 window: Window::new(control.window, now),
                 limit: Limit::new(&control),
                 no_load: NoLoad {
@@ -297,6 +312,20 @@ impl LoadTracker {
     /// The settings.
     pub fn control(&self) -> &OverloadControl {
         &self.control
+    }
+
+    /// The dependency's key, when it has one (a host: H5).
+    pub fn dependency(&self) -> Option<&Arc<str>> {
+        self.dependency.as_ref()
+    }
+
+    /// The limit at `now` when it differs from the one this returned last (the first time,
+    /// always): what a gauge needs, recorded only when it moves (O4).
+    pub fn limit_moved(&self, now: Instant) -> Option<u32> {
+        let mut state = self.lock();
+        state.roll(now);
+        let limit = state.limit.value();
+        (std::mem::replace(&mut state.reported, limit) != limit).then_some(limit)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

@@ -115,6 +115,18 @@ impl<E> Call<E> {
         }
     }
 
+    /// Records the dependency's limit for its gauge when it has moved (O4).
+    #[cold]
+    pub(super) fn report_limit(&self, now: Instant) {
+        if let Some(load) = &self.load {
+            if let Some(limit) = load.limit_moved(now) {
+                self.policy
+                    .instruments()
+                    .overload_limit(limit, load.dependency());
+            }
+        }
+    }
+
     /// The attempts in flight are dropped unanswered at `now`: the dependency may still be
     /// working on them, so they stay in its load until it has finished them (O1).
     #[cold]

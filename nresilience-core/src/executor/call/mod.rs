@@ -387,6 +387,7 @@ impl<E> Call<E> {
                 _ => Answer::Unserved,
             };
             load.answered(attempt.ticket, duration, answer, now);
+            self.report_limit(now);
         }
         let mut verdict = verdict;
         if let Some(concurrent) = self.concurrent.as_deref_mut() {
@@ -444,6 +445,7 @@ impl<E> Call<E> {
         let duration = self.end_attempt(&attempt, Verdict::TRANSIENT, now);
         if let Some(load) = &self.load {
             load.abandoned(attempt.ticket, duration, true, now);
+            self.report_limit(now);
         }
         if attempt.censors {
             self.policy.record_cut(duration, now);

@@ -53,9 +53,12 @@ impl<E> Call<E> {
     #[cold]
     pub(super) fn saturated<T>(&mut self, saturated: Saturated, now: Instant) -> Step<T, E> {
         let reason = RejectReason::Saturated;
-        self.policy
-            .instruments()
-            .rejection(reason.as_str(), self.criticality);
+        let instruments = self.policy.instruments();
+        instruments.rejection(reason.as_str(), self.criticality);
+        if let Some(load) = &self.load {
+            let limit = load.limit(now);
+            instruments.overload_limit(limit, load.dependency());
+        }
         let cause = match saturated.cause {
             SaturatedBy::Wait => "wait",
             SaturatedBy::Limit => "limit",
