@@ -13,7 +13,7 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nresilience_core::overload::LimitAlgorithm;
+use nresilience_core::overload::{LimitAlgorithm, OverloadControl};
 use nresilience_core::simulate::{Dependency, Load, Second, Simulation, SimulationReport, Tail};
 use nresilience_core::{AttemptCeiling, Hedge, RetryBudget, RetryPolicy};
 use serde_json::json;
@@ -108,16 +108,10 @@ pub(crate) struct Args {
         "hops", "chain_rules", "fleet", "hedge",
     ])]
     scenario: Option<Scenario>,
-    /// With `--scenario`: overload control's rows, comma-separated (`off`, or an algorithm:
-    /// `gradient`, `aimd`, `vegas`).
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "off,gradient",
-        requires = "scenario"
-    )]
-    overload: Vec<OverloadSetting>,
+    /// Overload control's rows, comma-separated: `off`, or an algorithm (`gradient`,
+    /// `aimd`, `vegas`). Defaults to `off` for the storm, `off,gradient` for a scenario.
+    #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["fleet", "hedge"])]
+    overload: Option<Vec<OverloadSetting>>,
 }
 
 /// A row's overload control (rules O1, O2).
@@ -130,9 +124,11 @@ enum OverloadSetting {
 }
 
 impl Args {
-    /// The overload rows asked for, in order: `None` for off.
-    fn overload_settings(&self) -> Vec<Option<LimitAlgorithm>> {
+    /// The overload rows asked for, in order, or `default`: `None` for off.
+    fn overload_settings(&self, default: &[OverloadSetting]) -> Vec<Option<LimitAlgorithm>> {
         self.overload
+            .as_deref()
+            .unwrap_or(default)
             .iter()
             .map(|setting| match setting {
                 OverloadSetting::Off => None,
@@ -198,6 +194,7 @@ struct Run {
     refresh: Duration,
     budget: bool,
     chain_rules: bool,
+    overload: Option<LimitAlgorithm>,
     report: SimulationReport,
     wall: Duration,
 }
@@ -255,10 +252,14 @@ fn run(args: &Args) -> Result<()> {
         RulesSetting::Both => &[false, true],
     };
     let mut runs = Vec::new();
+    let overloads = args.overload_settings(&[OverloadSetting::Off]);
     for &refresh in &refreshes {
         for &budget in budgets {
-            for &chain_rules in signals {
-                let run = simulate(args, &dependency, refresh, budget, chain_rules)?;
+            for (&chain_rules, &overload) in signals
+                .iter()
+                .flat_map(|rules| overloads.iter().map(move |o| (rules, o)))
+            {
+                let run = simulate(args, &dependency, refresh, budget, chain_rules, overload)?;
                 if args.json {
                     println!("{}", to_json(args, &run));
                 } else {
@@ -343,8 +344,13 @@ fn simulate(
     refresh: Duration,
     budget: bool,
     chain_rules: bool,
+    overload: Option<LimitAlgorithm>,
 ) -> Result<Run> {
-    let policy = policy(ceiling(refresh, args.ceiling_learns), budget)?;
+    let control = overload.map(|algorithm| OverloadControl::new().algorithm(algorithm));
+    let policy = policy(ceiling(refresh, args.ceiling_learns), budget)?
+        .to_builder()
+        .overload_control(control)
+        .build()?;
     let started = Instant::now();
     let report = Simulation::chain(std::iter::repeat_n(policy, args.hops.max(1)))
         .against(dependency.clone())
@@ -356,6 +362,7 @@ fn simulate(
         refresh,
         budget,
         chain_rules,
+        overload,
         report,
         wall: started.elapsed(),
     })
@@ -394,6 +401,14 @@ fn print_row(run: &Run) {
     );
     // Wall time varies run to run; stdout stays byte-identical for one seed (S2).
     eprintln!("simulated in {:.1}s", run.wall.as_secs_f64());
+    if let Some(algorithm) = run.overload {
+        println!(
+            "{:<15} overload control {}: {} calls saturated",
+            "",
+            algorithm.name(),
+            r.saturated
+        );
+    }
     if r.hops.len() > 1 {
         println!("{:<15} chain rules {}", "", on_off(run.chain_rules));
         for (n, hop) in r.hops.iter().enumerate() {
@@ -431,6 +446,8 @@ fn to_json(args: &Args, run: &Run) -> serde_json::Value {
         "latency_p99_ms": r.latency(0.99).as_secs_f64() * 1e3,
         "attempts_cut": r.attempts_cut,
         "budget_refusals": r.budget_refusals,
+        "overload": metastable::overload_name(run.overload),
+        "saturated": r.saturated,
         "hops": r.hops.iter().map(|hop| json!({
             "calls": hop.calls,
             "succeeded": hop.succeeded,

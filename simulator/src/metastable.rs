@@ -16,7 +16,7 @@ use nresilience_core::overload::{LimitAlgorithm, OverloadControl};
 use nresilience_core::simulate::{Dependency, Load, Second, Simulation, SimulationReport};
 use serde_json::json;
 
-use super::{on_off, policy, Args, Result};
+use super::{on_off, policy, Args, OverloadSetting, Result};
 
 /// Calls per second from the users: the demo chain's default `--rps`.
 const RATE: f64 = 200.0;
@@ -82,7 +82,7 @@ fn dependency(lasting: Duration) -> Dependency {
 
 pub(super) fn main(args: &Args, lasting: Duration) -> Result<()> {
     let budgets = args.budget.budgets();
-    let overloads = args.overload_settings();
+    let overloads = args.overload_settings(&[OverloadSetting::Off, OverloadSetting::Gradient]);
     if !args.json {
         println!(
             "metastable: {RATE} calls/s for {DURATION:?} against a db of {WORKERS} workers and a queue of {QUEUE} \
@@ -190,7 +190,7 @@ impl Figures {
 }
 
 /// A row's overload control: `off`, or its algorithm.
-fn overload_name(overload: Option<LimitAlgorithm>) -> &'static str {
+pub(super) fn overload_name(overload: Option<LimitAlgorithm>) -> &'static str {
     overload.map_or("off", LimitAlgorithm::name)
 }
 

@@ -200,13 +200,13 @@ fn d5_the_metastable_scenario_refuses_the_storms_flags() {
     assert!(runs
         .iter()
         .all(|r| r["budget"] == "off" && r["seed"] == 3 && r["overload"] == "aimd"));
-    // Overload rows belong to the scenarios.
+    // The fleet has no overload rows.
     let output = Command::new(env!("CARGO_BIN_EXE_simulator"))
-        .args(["--overload", "gradient"])
+        .args(["--overload", "gradient", "--fleet"])
         .output()
         .expect("the simulator runs");
     assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--scenario"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot be used with"));
 }
 
 #[test]

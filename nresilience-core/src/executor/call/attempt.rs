@@ -36,12 +36,12 @@ impl<E> Call<E> {
         }
         // Nothing is sent that the dependency cannot serve before the caller gives up (O1),
         // nor past its adaptive limit (O2).
-        let admission = match self.load.as_ref().map(|load| load.admit(now, left)) {
-            Some(Ok(admission)) => Some(admission),
-            None => None,
-            Some(Err(saturated)) => {
-                self.settle_permit(self.attempts + 1, BreakerOutcome::Ignored, now);
-                return self.saturated(saturated, now);
+        let admission = if self.load.is_none() {
+            None
+        } else {
+            match self.admit_load(now, left) {
+                Ok(admission) => admission,
+                Err(refused) => return refused,
             }
         };
         self.attempts += 1;
@@ -72,6 +72,24 @@ impl<E> Call<E> {
             concurrent.pushback = None;
         }
         Step::Run(self.admit(now, left, false, admission))
+    }
+
+    /// Asks the dependency's load for room for the next attempt (O1, O2): out of line, as most
+    /// policies have overload control off.
+    #[cold]
+    #[inline(never)]
+    fn admit_load<T>(
+        &mut self,
+        now: Instant,
+        left: Option<Duration>,
+    ) -> Result<Option<Admission>, Step<T, E>> {
+        let Some(admitted) = self.load.as_ref().map(|load| load.admit(now, left)) else {
+            return Ok(None);
+        };
+        admitted.map(Some).map_err(|saturated| {
+            self.settle_permit(self.attempts + 1, BreakerOutcome::Ignored, now);
+            self.saturated(saturated, now)
+        })
     }
 
     /// Starts the attempt numbered `self.attempts` at `now`, bounded by the attempt timeout,

@@ -250,10 +250,22 @@ impl RetryPolicy {
     /// The load tracker of the dependency keyed `key` (a host, say), from a table of at most
     /// 1,024 keys shared by this policy's clones, or the policy's own when `key` is `None`;
     /// made at `now` on first use. `None` when overload control is off.
+    #[inline]
     pub fn load_tracker(&self, key: Option<&str>, now: Instant) -> Option<Arc<LoadTracker>> {
-        let control = self.inner.config.overload_control?;
+        // Every call asks; most policies have it off.
+        let control = self.inner.config.overload_control.as_ref()?;
+        Some(self.tracker_of(*control, key, now))
+    }
+
+    #[cold]
+    fn tracker_of(
+        &self,
+        control: OverloadControl,
+        key: Option<&str>,
+        now: Instant,
+    ) -> Arc<LoadTracker> {
         let trackers = &self.inner.trackers;
-        Some(match key {
+        match key {
             Some(key) => trackers
                 .keyed
                 .get_or_init(|| KeyedTrackers::new(control, DEFAULT_MAX_KEYS))
@@ -263,7 +275,7 @@ impl RetryPolicy {
                     .own
                     .get_or_init(|| Arc::new(LoadTracker::new(control, now))),
             ),
-        })
+        }
     }
 
     /// Every dependency's adaptive limit at `now`, keyed (`None` for the policy's own), for
