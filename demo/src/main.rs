@@ -124,11 +124,12 @@ async fn serve_hop(
     interrupted.await;
     ticker.abort();
     println!(
-        "{}: {} requests, {} NestedRetry, {} budget refusals, busiest second {} requests",
+        "{}: {} requests, {} NestedRetry, {} budget refusals, {} saturated, busiest second {} requests",
         hop.name(),
         stats.received_total(hop),
         stats.nested_total(hop),
         stats.refusals(hop),
+        stats.saturated_total(hop),
         (0..=stats.second())
             .map(|second| stats.received_in(hop, second))
             .max()

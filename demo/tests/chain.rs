@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use demo::chain::{
-    self, Budget, Ceiling, ChainArgs, CurrentRun, DbArgs, Hop, NestedCounter, RetryArgs, Rules,
-    Stack, Stats,
+    self, Budget, Ceiling, ChainArgs, CurrentRun, DbArgs, Hop, NestedCounter, Overload, RetryArgs,
+    Rules, Stack, Stats,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -25,6 +25,8 @@ fn args(budget: Budget) -> ChainArgs {
             attempts: 4,
             ceiling: Ceiling::Learning,
             chain_rules: Rules::On,
+            deadline_ms: 30_000,
+            overload: Overload::On,
         },
         db: DbArgs {
             db_workers: 100,

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use demo::chain::{self, Budget, Ceiling, Hop, RetryArgs, Rules, Stats, HEADER_READ_TIMEOUT};
+use demo::chain::{
+    self, Budget, Ceiling, Hop, Overload, RetryArgs, Rules, Stats, HEADER_READ_TIMEOUT,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -43,6 +45,8 @@ async fn d5_an_answer_says_what_failed_in_a_few_words_not_the_internal_error() {
         attempts: 2,
         ceiling: Ceiling::Learning,
         chain_rules: Rules::On,
+        deadline_ms: 30_000,
+        overload: Overload::On,
     };
     let client = chain::hop_client(Hop::Backend, retry, Budget::Off).unwrap();
     let app = chain::hop_app(

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use demo::chain::{self, Budget, Ceiling, Hop, RetryArgs, Rules, Stats};
+use demo::chain::{self, Budget, Ceiling, Hop, Overload, RetryArgs, Rules, Stats};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -38,6 +38,8 @@ async fn backend_answer(upstream: String) -> (u16, Duration) {
         attempts: 1,
         ceiling: Ceiling::Learning,
         chain_rules: Rules::On,
+        deadline_ms: 30_000,
+        overload: Overload::On,
     };
     let client = chain::hop_client(Hop::Backend, retry, Budget::On).unwrap();
     let app = chain::hop_app(Hop::Backend, Arc::new(Stats::new()), client, upstream);

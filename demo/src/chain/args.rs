@@ -62,12 +62,31 @@ pub enum Rules {
     Off,
 }
 
+/// Whether the retrying hops use overload control (O1, O2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Overload {
+    /// An attempt the next hop cannot serve before the caller gives up is not sent, and
+    /// attempts in flight are held to an adaptive limit (the default).
+    On,
+    /// Every attempt is sent.
+    Off,
+}
+
 /// How a retrying hop (frontend, backend) calls the next one.
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub struct RetryArgs {
     /// Attempts each hop makes at most (the first included).
     #[arg(long, default_value_t = 4)]
     pub attempts: u32,
+    /// How long a hop's call may take in all, in milliseconds, when its caller says nothing
+    /// shorter (C2). In the whole chain the frontend, which faces the users, takes their
+    /// `--user-timeout-ms`.
+    #[arg(long, default_value_t = 30_000)]
+    pub deadline_ms: u64,
+    /// Whether the hops' clients use overload control.
+    #[arg(long, value_enum, default_value_t = Overload::On)]
+    pub overload: Overload,
     /// The hops' measured attempt ceiling.
     #[arg(long, value_enum, default_value_t = Ceiling::Learning)]
     pub ceiling: Ceiling,
@@ -190,12 +209,26 @@ impl ChainArgs {
 }
 
 impl RetryArgs {
-    /// Refuses an attempt count a hop cannot run with.
+    /// Refuses an attempt count or a deadline a hop cannot run with.
     pub fn validate(&self) -> Result<(), String> {
         if self.attempts == 0 {
             return Err("--attempts must be at least 1 (the first attempt)".to_owned());
         }
+        if !(1..=86_400_000).contains(&self.deadline_ms) {
+            return Err(format!(
+                "--deadline-ms must be from 1 to 86400000 (a day), got {}",
+                self.deadline_ms
+            ));
+        }
         Ok(())
+    }
+
+    /// The settings of the hop facing users who wait `users_wait`: its deadline is theirs.
+    pub fn facing_users(self, users_wait: Duration) -> Self {
+        Self {
+            deadline_ms: u64::try_from(users_wait.as_millis()).unwrap_or(u64::MAX),
+            ..self
+        }
     }
 }
 

@@ -69,11 +69,13 @@ async fn forward(State(state): State<HopState>) -> Response {
             }
         }
         Err(error) => {
-            if error.reason() == StopReason::BudgetExhausted {
-                state.stats.refused(state.hop);
+            match error.reason() {
+                StopReason::BudgetExhausted => state.stats.refused(state.hop),
+                StopReason::Saturated => state.stats.saturated(state.hop),
+                _ => {}
             }
-            // A refusal answers 503 overloaded, a failure after retries 502 retried: the
-            // caller's client retries neither (C1, C6).
+            // A refusal (the budget's, or overload control's) answers 503 overloaded, a
+            // failure after retries 502 retried: the caller's client retries neither (C1, C6).
             CallFailed::from(error).into_response()
         }
     }

@@ -13,10 +13,13 @@ mod stack;
 mod stats;
 mod summary;
 
+use std::time::Duration;
+
 use nresilience_client::{Client, HttpClassifier};
+use nresilience_core::overload::OverloadControl;
 use nresilience_core::{RetryBudget, RetryPolicy};
 
-pub use args::{Budget, Ceiling, ChainArgs, DbArgs, RetryArgs, Rules};
+pub use args::{Budget, Ceiling, ChainArgs, DbArgs, Overload, RetryArgs, Rules};
 pub use db::db_app;
 pub use hops::hop_app;
 pub use nested_counter::{CurrentRun, NestedCounter};
@@ -30,20 +33,23 @@ pub use summary::Summary;
 /// The demo's errors: configuration and sockets, reported and fatal.
 pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-/// A hop's retrying client, named after the hop: its attempts, ceiling and chain rules as
-/// `retry` says, its budget on or off.
+/// A hop's retrying client, named after the hop: its attempts, deadline, ceiling, chain rules
+/// and overload control as `retry` says, its budget on or off.
 pub fn hop_client(hop: Hop, retry: RetryArgs, budget: Budget) -> Result<Client> {
     let budget = match budget {
         Budget::On => RetryBudget::automatic(),
         Budget::Off => RetryBudget::None,
     };
     let rules = retry.chain_rules == Rules::On;
+    let overload = (retry.overload == Overload::On).then(OverloadControl::new);
     let policy = RetryPolicy::builder()
         .name(hop.name())
         .max_attempts(retry.attempts)
+        .deadline(Some(Duration::from_millis(retry.deadline_ms)))
         .attempt_ceiling(Some(retry.ceiling.settings()))
         .budget(budget)
         .inherit_deadline(rules)
+        .overload_control(overload)
         .build()?;
     let classifier = HttpClassifier::new()
         .overload_signal(rules)

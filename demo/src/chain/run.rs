@@ -9,7 +9,7 @@ use nresilience_client::Client;
 use nresilience_core::RetryPolicy;
 use tokio::sync::watch;
 
-use super::args::{ChainArgs, RetryArgs};
+use super::args::{ChainArgs, Overload, RetryArgs};
 use super::db::db_app;
 use super::hops::hop_app;
 use super::nested_counter::CurrentRun;
@@ -62,7 +62,11 @@ pub async fn run(args: &ChainArgs, stack: Stack, stats: Arc<Stats>) -> Result<Su
     };
     let db = serve_until(db_app(Arc::clone(&stats), args.db), loopback, stopping()).await?;
     let retrying = |hop, upstream: SocketAddr| {
-        let app = retrying_app(stack, hop, args.retry, Arc::clone(&stats), upstream);
+        let retry = match hop {
+            Hop::Frontend => args.retry.facing_users(args.user_timeout()),
+            Hop::Backend | Hop::Db => args.retry,
+        };
+        let app = retrying_app(stack, hop, retry, Arc::clone(&stats), upstream);
         let stop = stopping();
         async move { serve_until(app?, loopback, stop).await }
     };
@@ -71,8 +75,13 @@ pub async fn run(args: &ChainArgs, stack: Stack, stats: Arc<Stats>) -> Result<Su
     let duration = args.duration();
     if !args.json {
         let d = &args.db;
+        let overload = match (stack.library(), args.retry.overload) {
+            (Library::Peer(_), _) => "",
+            (Library::Nresilience(_), Overload::On) => ", overload control on",
+            (Library::Nresilience(_), Overload::Off) => ", overload control off",
+        };
         println!(
-            "\n{}: {}\nfrontend {frontend} → backend {backend} → db {db}; {} calls/s for {duration} s, each user waiting {} ms; db: {} workers × {} ms, queue {}, {}× slower from {} s for {} s",
+            "\n{}: {}{overload}\nfrontend {frontend} → backend {backend} → db {db}; {} calls/s for {duration} s, each user waiting {} ms; db: {} workers × {} ms, queue {}, {}× slower from {} s for {} s",
             stack.name(), stack.description(), args.rps, args.user_timeout_ms, d.db_workers,
             d.db_query_ms, d.db_queue, d.fault_slowdown, d.fault_start, d.fault_length,
         );
@@ -162,7 +171,8 @@ fn progress(stack: Stack, stats: &Stats, second: usize) {
     // Only nresilience's hops report nested retries and budget refusals.
     let totals = match stack.library() {
         Library::Nresilience(_) => format!(
-            "  |  totals: NestedRetry {:>6} (up to {:>2}×), budget refusals {:>6}",
+            "; {:>4} saturated  |  totals: NestedRetry {:>6} (up to {:>2}×), budget refusals {:>6}",
+            stats.saturated_in(second),
             Hop::ALL.iter().map(|&h| stats.nested_total(h)).sum::<u64>(),
             Hop::ALL
                 .iter()

@@ -54,6 +54,9 @@ pub struct Stats {
     /// Queries db refused each second, its queue full.
     db_refused: Mutex<Vec<u64>>,
     refusals: [AtomicU64; 3],
+    /// Calls overload control ended, per hop, and per second at every hop.
+    saturated: [AtomicU64; 3],
+    saturated_per_second: Mutex<Vec<u64>>,
     nested: [AtomicU64; 3],
     potential_attempts: [AtomicU64; 3],
 }
@@ -73,6 +76,8 @@ impl Stats {
             db_queue: Mutex::default(),
             db_refused: Mutex::default(),
             refusals: Default::default(),
+            saturated: Default::default(),
+            saturated_per_second: Mutex::default(),
             nested: Default::default(),
             potential_attempts: Default::default(),
         }
@@ -181,6 +186,23 @@ impl Stats {
     /// `hop`'s budget refused a retry.
     pub fn refused(&self, hop: Hop) {
         self.refusals[hop.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Overload control at `hop` ended a call: the next hop could not serve it in time (O1,
+    /// O2).
+    pub fn saturated(&self, hop: Hop) {
+        self.saturated[hop.index()].fetch_add(1, Ordering::Relaxed);
+        Self::bump(&self.saturated_per_second, self.second());
+    }
+
+    /// Calls overload control ended at `hop` in the whole run.
+    pub fn saturated_total(&self, hop: Hop) -> u64 {
+        self.saturated[hop.index()].load(Ordering::Relaxed)
+    }
+
+    /// Calls overload control ended in `second`, at every hop.
+    pub fn saturated_in(&self, second: usize) -> u64 {
+        Self::at(&self.saturated_per_second, second)
     }
 
     /// Counts a `NestedRetry` report at `hop`, through whose call up to `potential_attempts`

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::args::{Ceiling, ChainArgs, Rules};
+use super::args::{Ceiling, ChainArgs, Overload, Rules};
 use super::stack::{Library, Stack};
 use super::stats::{Hop, Stats};
 
@@ -21,6 +21,8 @@ pub struct Summary {
     pub ceiling: Option<Ceiling>,
     /// Whether the hops followed the chain rules; `None` on a peer's row.
     pub chain_rules: Option<Rules>,
+    /// Whether the hops used overload control; `None` on a peer's row.
+    pub overload: Option<Overload>,
     /// Calls the users made.
     pub calls: u64,
     /// Calls that succeeded.
@@ -42,6 +44,8 @@ pub struct Summary {
     /// Retries each hop's budget refused; `None` on a peer's row, whose libraries do not
     /// report them.
     pub budget_refusals: Option<HopCounts>,
+    /// Calls each hop's overload control ended (O1, O2, O4); `None` on a peer's row.
+    pub saturated: Option<HopCounts>,
     /// Queries db refused, its queue full.
     pub db_refused: u64,
     /// db's longest queue.
@@ -104,6 +108,8 @@ pub struct SecondFigures {
     pub db_requests: u64,
     /// db's longest queue.
     pub db_queue: u64,
+    /// Calls overload control ended, at every hop.
+    pub saturated: u64,
 }
 
 impl Summary {
@@ -126,6 +132,7 @@ impl Summary {
             description: stack.description(),
             ceiling: nresilience.then_some(args.retry.ceiling),
             chain_rules: nresilience.then_some(args.retry.chain_rules),
+            overload: nresilience.then_some(args.retry.overload),
             calls,
             succeeded,
             success_rate: if calls == 0 {
@@ -143,6 +150,7 @@ impl Summary {
             nested_retries: HopCounts::of(|hop| stats.nested_total(hop)),
             potential_attempts: HopCounts::of(|hop| stats.potential_attempts(hop)),
             budget_refusals: nresilience.then(|| HopCounts::of(|hop| stats.refusals(hop))),
+            saturated: nresilience.then(|| HopCounts::of(|hop| stats.saturated_total(hop))),
             db_refused: stats.db_refused_total(),
             db_peak_queue: stats.db_queue_peak(),
             worst_db_second: stats
@@ -157,6 +165,7 @@ impl Summary {
                     success_rate: rate(second),
                     db_requests: stats.received_in(Hop::Db, second),
                     db_queue: stats.db_queue_in(second),
+                    saturated: stats.saturated_in(second),
                 })
                 .collect(),
         }
@@ -182,9 +191,10 @@ pub(super) fn print(runs: &[Summary], args: &ChainArgs) {
         "db refused",
         "attempts backend / db",
         "budget refusals f / b",
+        "saturated f / b",
         "NestedRetry",
     ];
-    let rows: Vec<[String; 12]> = runs
+    let rows: Vec<[String; 13]> = runs
         .iter()
         .map(|run| {
             [
@@ -210,6 +220,9 @@ pub(super) fn print(runs: &[Summary], args: &ChainArgs) {
                     thousands(run.attempts.db)
                 ),
                 run.budget_refusals.as_ref().map_or("-".to_owned(), |r| {
+                    format!("{} / {}", thousands(r.frontend), thousands(r.backend))
+                }),
+                run.saturated.as_ref().map_or("-".to_owned(), |r| {
                     format!("{} / {}", thousands(r.frontend), thousands(r.backend))
                 }),
                 match run.ceiling {

@@ -1,7 +1,8 @@
 //! Reading the summary line a hop run alone prints when it stops.
 
 /// The count before `label` in a summary line such as
-/// `backend: 40 requests, 40 NestedRetry, 3 budget refusals, busiest second 40 requests`.
+/// `backend: 40 requests, 40 NestedRetry, 3 budget refusals, 0 saturated, busiest second 40
+/// requests`.
 pub(crate) fn count(summary: &str, label: &str) -> u64 {
     let words: Vec<&str> = summary.split_whitespace().collect();
     words
