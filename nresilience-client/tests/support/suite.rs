@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use nresilience_client::{MARKER_HEADER, MARKER_VALUE};
 use nresilience_core::nesting::{self, NestingSource};
+use nresilience_core::overload::OverloadControl;
 use nresilience_core::{
     Backoff, BudgetOptions, Hedge, RetryBudget, RetryPolicy, RetryPolicyBuilder, StopReason,
 };
@@ -52,6 +53,7 @@ macro_rules! behaviour_suite {
             h2_retry_after_past_the_deadline_stops_at_once,
             e1_connection_refused_is_transient_retried_and_the_last_error_kept,
             e5_an_attempt_cut_by_its_timeout_is_retried,
+            o2_h5_a_call_over_its_hosts_limit_is_refused_at_once_and_another_host_is_not,
         );
     };
     (@each $driver:ty, $test:meta; $($name:ident,)+) => {
@@ -286,6 +288,33 @@ pub async fn e1_connection_refused_is_transient_retried_and_the_last_error_kept<
         Some(last) => assert!(D::is_connect(last), "{last:?}"),
         None => panic!("expected the connect error, got {error:?}"),
     }
+}
+
+pub async fn o2_h5_a_call_over_its_hosts_limit_is_refused_at_once_and_another_host_is_not<
+    D: Driver,
+>() {
+    // One attempt in flight per host at most; the busy host answers its first after 1 s.
+    let (busy, busy_script) = slow_server(vec![(200, None, Duration::from_secs(1))]);
+    let (calm, calm_script) = server(&[]);
+    let control = OverloadControl::new().floor(1).initial(1);
+    let driver = D::new(policy().overload_control(Some(control)));
+    let first = driver.send(Outbound::get(busy));
+    let then = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let start = std::time::Instant::now();
+        let refused = driver.send(Outbound::get(busy)).await.unwrap_err();
+        let waited = start.elapsed();
+        let other = driver.send(Outbound::get(calm)).await.unwrap();
+        (refused, waited, other)
+    };
+    let (first, (refused, waited, other)) = tokio::join!(first, then);
+    assert_eq!(first.unwrap().status, 200);
+    assert_eq!(refused.reason(), StopReason::Saturated);
+    assert_eq!(refused.attempts(), 0);
+    assert!(waited < Duration::from_millis(500), "at once: {waited:?}");
+    assert_eq!(busy_script.requests(), 1, "the refused call sent nothing");
+    assert_eq!(other.status, 200, "the other host has its own load");
+    assert_eq!(calm_script.requests(), 1);
 }
 
 pub async fn hg1_hg3_a_slow_get_is_hedged_marked_and_the_first_answer_wins<D: Driver>() {
