@@ -1,5 +1,6 @@
 //! Overload control through a call (O1, O2): an attempt the dependency cannot take ends its
-//! call at once, self-imposed (B8), keyed as the budgets are (H5), and seen (O4).
+//! call at once, self-imposed (B8), keyed as the budgets are (H5), and seen (O4); one it can
+//! take is not cut by a ceiling its load outlasts (E5).
 
 #![allow(clippy::unwrap_used)]
 
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use nresilience_core::call::{Call, CallOptions, Step};
 use nresilience_core::overload::{Answer, OverloadControl};
-use nresilience_core::{RejectReason, RetryPolicy, StopReason};
+use nresilience_core::{clock, RejectReason, RetryBudget, RetryPolicy, StopReason};
 use support::Capture;
 
 /// A policy whose calls have 100 ms.
@@ -123,4 +124,44 @@ fn o3_overload_control_is_off_unless_asked_for() {
     let policy = RetryPolicy::default();
     assert!(policy.overload_control().is_none());
     assert!(policy.load_tracker(None, Instant::now()).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn e5_o1_under_a_measured_queue_the_ceiling_does_not_cut_what_the_dependency_will_serve() {
+    let (ms, timeout) = (Duration::from_millis, Duration::from_secs(10));
+    let policy = RetryPolicy::builder()
+        .max_attempts(1)
+        .budget(RetryBudget::None)
+        .deadline(None)
+        .attempt_timeout(Some(timeout))
+        .overload_control(Some(OverloadControl::new().floor(100).initial(100)))
+        .build()
+        .unwrap();
+    // Twenty successes of 10 ms: the measured ceiling is its 50 ms floor.
+    for _ in 0..20 {
+        let answer = policy.execute(|_| async {
+            tokio::time::sleep(ms(10)).await;
+            Ok::<(), ()>(())
+        });
+        answer.await.unwrap();
+    }
+    let now = clock::now();
+    let mut healthy = Call::<()>::start(&policy, now, CallOptions::new());
+    let Step::Run(attempt) = healthy.next::<()>(now) else {
+        panic!("sent")
+    };
+    assert_eq!(
+        attempt.timeout(),
+        Some(ms(50)),
+        "healthy, the ceiling bounds it"
+    );
+
+    // 150 ms of work ahead of the next attempt: the ceiling would cut a query db will still
+    // run, and its retry would queue behind it. The attempt timeout bounds it instead.
+    let now = busy(&policy, None, now);
+    let mut queued = Call::<()>::start(&policy, now, CallOptions::new());
+    let Step::Run(attempt) = queued.next::<()>(now) else {
+        panic!("sent: no deadline to outlast")
+    };
+    assert_eq!(attempt.timeout(), Some(timeout));
 }
