@@ -112,35 +112,33 @@ pub(super) fn main(args: &Args, lasting: Duration) -> Result<()> {
         .flat_map(|c| budgets.iter().map(move |b| (c, b)))
         .flat_map(|(c, b)| overloads.iter().map(move |o| (c, b, o)))
     {
-        {
-            let started = Instant::now();
-            let control = overload.map(|algorithm| OverloadControl::new().algorithm(algorithm));
-            let policy = policy(ceiling.settings(), budget)?
-                .to_builder()
-                .overload_control(control)
-                .build()?;
-            let report = Simulation::policy(policy)
-                .against(dependency(lasting))
-                .under(Load::constant(RATE))
-                .for_duration(DURATION)
-                .run(args.seed)?;
-            let run = Run {
-                ceiling,
-                budget,
-                overload,
-                lasting,
-                figures: Figures::of(&report, lasting),
-                report,
-            };
-            if args.json {
-                println!("{}", to_json(&run));
-            } else {
-                print_row(&run);
-                // Wall time varies run to run; stdout stays byte-identical for one seed (S2).
-                eprintln!("simulated in {:.1}s", started.elapsed().as_secs_f64());
-            }
-            runs.push(run);
+        let started = Instant::now();
+        let control = overload.map(|algorithm| OverloadControl::new().algorithm(algorithm));
+        let policy = policy(ceiling.settings(), budget)?
+            .to_builder()
+            .overload_control(control)
+            .build()?;
+        let report = Simulation::policy(policy)
+            .against(dependency(lasting))
+            .under(Load::constant(RATE))
+            .for_duration(DURATION)
+            .run(args.seed)?;
+        let run = Run {
+            ceiling,
+            budget,
+            overload,
+            lasting,
+            figures: Figures::of(&report, lasting),
+            report,
+        };
+        if args.json {
+            println!("{}", to_json(&run));
+        } else {
+            print_row(&run);
+            // Wall time varies run to run; stdout stays byte-identical for one seed (S2).
+            eprintln!("simulated in {:.1}s", started.elapsed().as_secs_f64());
         }
+        runs.push(run);
     }
     if let Some(path) = &args.plot {
         plot(path, args, &runs)?;
