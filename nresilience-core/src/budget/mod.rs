@@ -27,6 +27,8 @@ mod bucket;
 mod keyed;
 mod options;
 mod registry;
+#[cfg(feature = "tower")]
+mod tower;
 
 use std::borrow::Cow;
 use std::sync::Arc;
