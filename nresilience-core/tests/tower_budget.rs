@@ -23,7 +23,7 @@ impl Policy<(), (), ()> for Budgeted {
 
     fn retry(&mut self, _: &mut (), result: &mut Result<(), ()>) -> Option<Self::Future> {
         match result {
-            // Through the trait: the bucket's own methods of these names take the time.
+            // Through the trait: the bucket's own `deposit` takes the time.
             Ok(()) => {
                 Budget::deposit(&*self.0);
                 None

@@ -4,8 +4,8 @@
 //! tower's trait takes no clock: the bucket reads the library's clock
 //! ([`clock::now`](crate::clock::now), tokio's, so a paused runtime drives it in tests), where
 //! every other method of [`TokenBucket`] takes the time from its caller. A withdrawal is a
-//! retry of [`Criticality::Normal`]. The bucket's own `deposit` and `withdraw`-like methods take
-//! the time, so call these through the trait: `Budget::withdraw(&*bucket)`.
+//! retry of [`Criticality::Normal`]. The bucket's own `deposit` takes the time, so call tower's
+//! through the trait: `Budget::deposit(&*bucket)`.
 
 use tower::retry::budget::Budget;
 
