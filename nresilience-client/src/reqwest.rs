@@ -1,7 +1,8 @@
 //! The retry middleware for [`reqwest_middleware`]: the same retries as
 //! [`RetryLayer`](crate::RetryLayer), for a reqwest client.
 //!
-//! One line adds it: `ClientBuilder::new(reqwest::Client::new()).with(RetryMiddleware::new(policy))`.
+//! One line adds it: `ClientBuilder::new(inner).with(RetryMiddleware::new(policy))`, where
+//! `inner` is a reqwest client built with `.retry(reqwest::retry::never())`.
 //! It follows the tower layer rule for rule: responses and errors are classified as
 //! [`classify`](crate::classify) says; idempotent methods are retried, others only with
 //! [`RetryMiddleware::retry_non_idempotent`] or a [`Retryable`](crate::Retryable) extension
@@ -18,6 +19,19 @@
 //! A request whose body is a stream (`reqwest::Request::try_clone` gives `None`) is sent once,
 //! unmarked, rather than refused.
 //!
+//! # reqwest's own retries
+//!
+//! reqwest 0.13's `Client` retries on its own: by default the protocol-level refusals of a
+//! request the server never processed (an HTTP/2 `REFUSED_STREAM`, say), and with a
+//! `reqwest::retry` policy whatever it classifies, on its per-host `TpsBudget`. Those retries
+//! run inside each of this middleware's attempts, out of its sight: they are not counted as
+//! attempts, not charged to the budget, not marked, not bounded by the attempt's timeout
+//! separately, and they make a nested retry inside one process. Build the inner client with
+//! `reqwest::Client::builder().retry(reqwest::retry::never())`, so that each attempt is one
+//! request on the wire. What this middleware adds over reqwest's own: backoff with a separate
+//! throttled base and jitter, `Retry-After` served verbatim, the deadline and each attempt's
+//! bound (with the measured ceiling), the retry budget per host with its floor, the
+//! nested-retry marker and the chain rules (C1–C7), and overload control (O1, O2) when on.//!
 //! # Errors
 //!
 //! A call that ends without a response to return fails with
@@ -32,7 +46,9 @@
 //! use nresilience_core::{RetryPolicy, StopReason};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-//! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+//! // reqwest's own retries off: every attempt is one request (see above).
+//! let inner = reqwest::Client::builder().retry(reqwest::retry::never()).build()?;
+//! let client = reqwest_middleware::ClientBuilder::new(inner)
 //!     .with(RetryMiddleware::new(RetryPolicy::default()))
 //!     .build();
 //! match client.get("http://127.0.0.1:8080/health").send().await {

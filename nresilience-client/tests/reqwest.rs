@@ -33,7 +33,7 @@ impl Driver for Reqwest {
             .retry_non_idempotent(setup.retry_non_idempotent);
         // No timers of its own (no pool idle sweep), so that a paused clock only ever
         // advances to the delays under test.
-        let client = reqwest::Client::builder()
+        let client = recommended()
             .pool_idle_timeout(None)
             .no_proxy()
             .build()
@@ -76,6 +76,11 @@ impl Driver for Reqwest {
     fn is_connect(error: &reqwest_middleware::Error) -> bool {
         matches!(error, reqwest_middleware::Error::Reqwest(error) if error.is_connect())
     }
+}
+
+/// The inner client as the middleware's docs recommend: reqwest's own retries off.
+fn recommended() -> reqwest::ClientBuilder {
+    reqwest::Client::builder().retry(reqwest::retry::never())
 }
 
 /// Notes the nesting context each request goes out in, behind the retry middleware.
@@ -155,4 +160,14 @@ async fn every_attempt_starts_from_the_callers_extensions_and_the_answering_one_
     assert_eq!(script.requests(), 2);
     // The retry started from the caller's 10, not from the first attempt's 11.
     assert_eq!(extensions.get::<Passed>(), Some(&Passed(11)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn e2_h4_with_the_recommended_client_each_attempt_is_one_request() {
+    // Three 503s: three attempts, each one request on the wire, the last answer returned.
+    let (addr, script) = server(&[(503, None), (503, None), (503, None)]);
+    let driver = Reqwest::new(policy().backoff(nresilience_core::Backoff::none()));
+    let reply = driver.send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(reply.status, 503);
+    assert_eq!(script.requests(), 3, "one request per attempt, none hidden");
 }
