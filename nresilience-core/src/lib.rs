@@ -39,7 +39,7 @@ pub mod telemetry;
 mod verdict;
 
 pub use backoff::{
-    Backoff, BackoffKind, InvalidBackoff, Jitter, MeasuredBase, NextAttempt, RetryKind,
+    Backoff, BackoffKind, Delays, InvalidBackoff, Jitter, MeasuredBase, NextAttempt, RetryKind,
 };
 pub use budget::{BudgetOptions, InvalidBudget, RetryBudget, TokenBucket};
 pub use criticality::Criticality;

@@ -24,6 +24,7 @@
 //! coming back after 100 ms only spends another attempt on a refusal, so its curve starts at
 //! 1 s. When the server says when to come back, that beats both guesses.
 
+mod delays;
 mod error;
 mod jitter;
 mod measured;
@@ -34,6 +35,7 @@ use std::{fmt, sync::Arc, time::Duration};
 use rand::Rng;
 
 pub use self::{
+    delays::Delays,
     error::InvalidBackoff,
     jitter::Jitter,
     measured::MeasuredBase,
