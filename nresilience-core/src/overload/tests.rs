@@ -82,13 +82,10 @@ fn o1_answers_without_the_work_do_not_count_as_completions() {
         now += ms(10);
         tracker.answered(ticket, ms(1), Answer::Unserved, now);
     }
-    // Nothing awaited: sent. Busy a second without one completion, the dependency looks
-    // stalled: this attempt's wait is at least a window.
+    // Nothing awaited: sent. A second of answers without one completion: no rate of work to
+    // tell a wait from, and a dependency that finishes nothing is stalled, not queueing.
     let admission = tracker.admit(now, Some(ms(1))).unwrap();
-    assert!(
-        admission.expected_wait() >= Some(Duration::from_secs(1)),
-        "{admission:?}"
-    );
+    assert_eq!(admission.expected_wait(), None, "{admission:?}");
     assert!(!admission.overloaded());
     tracker.answered(admission.ticket, ms(1), Answer::Overloaded, now);
     assert!(
@@ -118,6 +115,22 @@ fn e5_a_ceiling_below_the_expected_wait_does_not_cut_the_attempt() {
     let admission = tracker.admit(now, None).unwrap();
     assert!(admission.outlasts(ms(50)), "{admission:?}");
     assert!(!admission.outlasts(ms(500)), "{admission:?}");
+}
+
+#[test]
+fn e5_o1_a_stalled_dependency_is_no_queue_the_ceiling_stands_aside_for() {
+    let start = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new(), start);
+    // Ten attempts sent and none answered for a whole window: a stall.
+    for _ in 0..10 {
+        tracker.admit(start, None).unwrap();
+    }
+    let now = start + Duration::from_secs(1);
+    let admission = tracker.admit(now, None).unwrap();
+    assert!(!admission.outlasts(ms(50)), "{admission:?}");
+    // Its calls' waits are still judged on it (O1): ten seconds of attempts ahead.
+    let refused = tracker.admit(now, Some(ms(500))).unwrap_err();
+    assert_eq!(refused.cause, SaturatedBy::Wait);
 }
 
 #[test]

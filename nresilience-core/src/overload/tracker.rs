@@ -34,7 +34,9 @@ pub struct Admission {
 }
 
 impl Admission {
-    /// The attempt's expected wait when it was admitted, once the tracker can tell.
+    /// The attempt's expected wait when it was admitted, once the tracker can tell: the
+    /// attempts ahead over the rate the dependency finishes them. `None` while it cannot, and
+    /// while the dependency finishes none (a stall is not a queue).
     pub fn expected_wait(&self) -> Option<Duration> {
         self.wait
     }
@@ -223,7 +225,7 @@ impl LoadTracker {
             .is_some_and(|at| now.saturating_duration_since(at) < state.window.span());
         Ok(Admission {
             ticket: Ticket { seq },
-            wait: state.drain(held),
+            wait: state.queue_wait(held),
             overloaded,
         })
     }
@@ -342,15 +344,17 @@ impl State {
 
     /// Brings the window, the limit and the held attempts up to `now`.
     fn roll(&mut self, now: Instant) {
-        // Only time with an attempt awaited can show a completion: time with abandoned
-        // attempts alone is not counted, or a dependency no one waits on would look stalled.
-        if self.in_flight > 0 {
-            self.window.busy(now.saturating_duration_since(self.last));
-        }
-        self.last = self.last.max(now);
         if let Some(finished) = self.window.advance(now) {
             self.limit.adapt(&finished, self.no_load.get());
         }
+        // Only time with an attempt awaited can show a completion: time with abandoned
+        // attempts alone is not counted, or a dependency no one waits on would look stalled.
+        // Busy time since the last event counts in the window, at most a window of it.
+        if self.in_flight > 0 {
+            let busy = now.saturating_duration_since(self.last);
+            self.window.busy(busy.min(self.window.span()));
+        }
+        self.last = self.last.max(now);
         self.no_load.roll(now);
         // Expired entries are mostly at the front; one behind a later one waits for it.
         while self.abandoned.front().is_some_and(|a| a.until <= now) {
@@ -371,6 +375,17 @@ impl State {
         Some(Duration::from_secs_f64(
             seconds.min(LONGEST_HOLD.as_secs_f64()),
         ))
+    }
+
+    /// [`drain`](Self::drain) when the dependency is finishing attempts: a queue, which it
+    /// works through. A dependency that finished none over the window is stalled, not
+    /// queueing, and this is `None`: what an admitted attempt waits for then is a stuck
+    /// connection or a hung dependency, which the measured ceiling exists to cut.
+    fn queue_wait(&self, held: u32) -> Option<Duration> {
+        self.window
+            .rate()
+            .filter(|&rate| rate > 0.0)
+            .and_then(|_| self.drain(held))
     }
 }
 
