@@ -35,6 +35,19 @@ async fn k1_k3_the_curves_delays_drive_backons_retries() {
     assert_eq!(start.elapsed(), Duration::from_millis(100 + 200 + 400));
 }
 
+/// A call that always fails, through backon with nresilience's curve and the recipe: a token
+/// withdrawn before each retry (the deposit after a success is the caller's).
+async fn failing_call(bucket: &TokenBucket, calls: &AtomicU32) -> Result<(), &'static str> {
+    (|| async {
+        calls.fetch_add(1, Ordering::Relaxed);
+        Err::<(), _>("reset")
+    })
+    .retry(Backoff::default().delays(RetryKind::Transient).take(10))
+    .sleep(tokio::time::sleep)
+    .when(|_| bucket.try_withdraw(clock::now(), Criticality::Normal))
+    .await
+}
+
 #[tokio::test(start_paused = true)]
 async fn b1_b5_backon_with_the_budget_retries_only_what_the_budget_pays_for() {
     // Two tokens and no floor: two retries, whatever backon's curve would allow.
@@ -43,48 +56,28 @@ async fn b1_b5_backon_with_the_budget_retries_only_what_the_budget_pays_for() {
         .capacity(2.0);
     let bucket = TokenBucket::new(options, clock::now()).unwrap();
     let calls = AtomicU32::new(0);
-    let failing = || async {
-        calls.fetch_add(1, Ordering::Relaxed);
-        Err::<(), _>("reset")
-    };
-    let delays = || Backoff::default().delays(RetryKind::Transient).take(10);
 
-    // The recipe: withdraw a token before each retry, deposit after each success.
-    let result = failing
-        .retry(delays())
-        .sleep(tokio::time::sleep)
-        .when(|_| bucket.try_withdraw(clock::now(), Criticality::Normal))
-        .await;
-    assert!(result.is_err());
+    assert!(failing_call(&bucket, &calls).await.is_err());
     assert_eq!(calls.load(Ordering::Relaxed), 3, "two retries, paid for");
 
-    let result = failing
-        .retry(delays())
-        .sleep(tokio::time::sleep)
-        .when(|_| bucket.try_withdraw(clock::now(), Criticality::Normal))
-        .await;
-    assert!(result.is_err());
+    assert!(failing_call(&bucket, &calls).await.is_err());
     assert_eq!(
         calls.load(Ordering::Relaxed),
         4,
         "the empty bucket refuses: one attempt"
     );
 
-    // Ten successes fund one more retry.
+    // Ten successes fund one more retry: the caller deposits after each.
     for _ in 0..10 {
         let served = (|| async { Ok::<(), &str>(()) })
-            .retry(delays())
+            .retry(Backoff::default().delays(RetryKind::Transient).take(10))
             .sleep(tokio::time::sleep)
             .await;
         if served.is_ok() {
             bucket.deposit(clock::now());
         }
     }
-    let _ = failing
-        .retry(delays())
-        .sleep(tokio::time::sleep)
-        .when(|_| bucket.try_withdraw(clock::now(), Criticality::Normal))
-        .await;
+    let _ = failing_call(&bucket, &calls).await;
     assert_eq!(
         calls.load(Ordering::Relaxed),
         6,

@@ -134,7 +134,7 @@ fn e5_o1_a_stalled_dependency_is_no_queue_the_ceiling_stands_aside_for() {
 }
 
 #[test]
-fn invalid_settings_are_refused_with_the_reason() {
+fn o2_invalid_settings_are_refused_with_the_reason() {
     let cases = [
         (OverloadControl::new().floor(0), "floor must be at least 1"),
         (
