@@ -60,13 +60,6 @@ impl<V> KeyTable<V> {
         self.values.len()
     }
 
-    /// Every key and its value, in no order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Arc<V>)> {
-        self.values
-            .iter()
-            .map(|(key, tracked)| (&**key, &tracked.value))
-    }
-
     fn forget_least_recently_used(&mut self) {
         let oldest = self.values.values().map(|tracked| tracked.last_used).min();
         if let Some(oldest) = oldest {

@@ -63,14 +63,6 @@ impl KeyedTrackers {
         self.len() == 0
     }
 
-    /// Every key's limit at `now`, for a gauge.
-    pub fn limits(&self, now: Instant) -> Vec<(String, u32)> {
-        let keys = self.lock();
-        keys.iter()
-            .map(|(key, tracker)| (key.to_owned(), tracker.limit(now)))
-            .collect()
-    }
-
     fn lock(&self) -> MutexGuard<'_, KeyTable<LoadTracker>> {
         self.keys.lock().unwrap_or_else(PoisonError::into_inner)
     }

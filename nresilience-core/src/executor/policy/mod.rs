@@ -278,22 +278,6 @@ impl RetryPolicy {
         }
     }
 
-    /// Every dependency's adaptive limit at `now`, keyed (`None` for the policy's own), for
-    /// the limit gauge (O4).
-    pub fn load_limits(&self, now: Instant) -> Vec<(Option<String>, u32)> {
-        let trackers = &self.inner.trackers;
-        let own = trackers.own.get().map(|own| (None, own.limit(now)));
-        let keyed = trackers.keyed.get().map(|keyed| keyed.limits(now));
-        own.into_iter()
-            .chain(
-                keyed
-                    .into_iter()
-                    .flatten()
-                    .map(|(key, limit)| (Some(key), limit)),
-            )
-            .collect()
-    }
-
     pub(crate) fn instruments(&self) -> &Instruments {
         &self.inner.instruments
     }
