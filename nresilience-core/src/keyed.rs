@@ -56,6 +56,13 @@ impl<V> KeyTable<V> {
         value
     }
 
+    /// Every key and its value, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+        self.values
+            .iter()
+            .map(|(key, tracked)| (&**key, &*tracked.value))
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.values.len()
     }

@@ -14,7 +14,9 @@ use nresilience_core::telemetry::{
     ATTEMPTS, ATTEMPT_DURATION, BUDGET_UTILIZATION, CALLS, CALL_DURATION, HEDGES, NESTED_RETRIES,
     OVERLOAD_LIMIT, REJECTIONS,
 };
-use nresilience_core::{Backoff, BudgetOptions, Hedge, Jitter, RetryBudget, RetryPolicy};
+use nresilience_core::{
+    clock, Backoff, BudgetOptions, Criticality, Hedge, Jitter, RetryBudget, RetryPolicy,
+};
 use opentelemetry::global;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
@@ -80,12 +82,45 @@ fn get(points: &Points, name: &str, tags: &[(&str, &str)]) -> f64 {
 }
 
 #[tokio::test(start_paused = true)]
-async fn b12_c3_c4_hg2_o4_counters_histograms_and_gauges_carry_the_original_names_and_tags() {
+async fn b11_b12_c3_c4_hg2_o4_counters_histograms_and_gauges_carry_the_original_names_and_tags() {
     let exporter = InMemoryMetricExporter::default();
     let provider = SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(exporter.clone()).build())
         .build();
     global::set_meter_provider(provider.clone());
+
+    // B11: the budget's gauge is observed at every collection, from the first: a policy no
+    // call has used reads 0 (its bucket is full), a policy without a budget has no series,
+    // and a keyed bucket is its own series.
+    let idle = RetryPolicy::builder().name("idle").build().unwrap();
+    let unbudgeted = RetryPolicy::builder()
+        .name("unbudgeted")
+        .budget(RetryBudget::None)
+        .build()
+        .unwrap();
+    let first = collect(&provider, &exporter);
+    assert_eq!(
+        get(
+            &first,
+            BUDGET_UTILIZATION,
+            &[("nresilience.policy", "idle")]
+        ),
+        0.0
+    );
+    let keyed = RetryPolicy::builder()
+        .name("keyed")
+        .budget(
+            RetryBudget::automatic().with_options(
+                BudgetOptions::default()
+                    .minimum_per_second(0.0)
+                    .capacity(2.0),
+            ),
+        )
+        .build()
+        .unwrap();
+    let now = clock::now();
+    let db = keyed.keyed_bucket("db:5432", now).unwrap();
+    assert!(db.try_withdraw(now, Criticality::Normal));
 
     let options = BudgetOptions::default()
         .minimum_per_second(0.0)
@@ -298,11 +333,34 @@ async fn b12_c3_c4_hg2_o4_counters_histograms_and_gauges_carry_the_original_name
         ),
         1.0
     );
-    // Recorded when a call retried or was refused, or its success refilled a bucket short
-    // of full, never on the success path into a full bucket: the last recording is the
-    // nested call's, whose success put a tenth of a token into the bucket the refusal
-    // found empty (1 - 0.1 / 2).
+    // The bucket as the collection found it: the refusal emptied it, the nested call's
+    // success put a tenth of a token back (1 - 0.1 / 2).
     assert!((get(&points, BUDGET_UTILIZATION, &[p]) - 0.95).abs() < 1e-9);
+    let k = ("nresilience.policy", "keyed");
+    assert_eq!(
+        get(
+            &points,
+            BUDGET_UTILIZATION,
+            &[k, ("nresilience.dependency", "db:5432")]
+        ),
+        0.5
+    );
+    // The policy's own bucket, which no unkeyed call has used: full.
+    assert_eq!(get(&points, BUDGET_UTILIZATION, &[k]), 0.0);
+    assert_eq!(
+        get(
+            &points,
+            BUDGET_UTILIZATION,
+            &[("nresilience.policy", "idle")]
+        ),
+        0.0
+    );
+    assert!(
+        !points.keys().any(|(name, tags)| name == BUDGET_UTILIZATION
+            && tags.iter().any(|(_, value)| value == "unbudgeted")),
+        "a policy without a budget has no utilization: {points:#?}"
+    );
+    drop((idle, unbudgeted));
     // Durations in seconds get buckets for seconds, not the SDK's default (0 to 10,000).
     for name in [CALL_DURATION, ATTEMPT_DURATION] {
         let bounds = bounds(&exporter, name);

@@ -87,6 +87,27 @@ impl KeyedBuckets {
         self.len() == 0
     }
 
+    /// Each key with its bucket's [`utilization`](TokenBucket::utilization) at `now`, in no
+    /// particular order.
+    ///
+    /// ```
+    /// # use std::time::Instant;
+    /// # use nresilience_core::budget::KeyedBuckets;
+    /// # use nresilience_core::{BudgetOptions, Criticality};
+    /// let now = Instant::now();
+    /// let options = BudgetOptions::default().minimum_per_second(0.0).capacity(2.0);
+    /// let buckets = KeyedBuckets::new(options, 1024)?;
+    /// assert!(buckets.bucket_for("db.internal", now).try_withdraw(now, Criticality::Normal));
+    /// assert_eq!(buckets.utilization(now), [("db.internal".to_owned(), 0.5)]);
+    /// # Ok::<(), nresilience_core::InvalidBudget>(())
+    /// ```
+    pub fn utilization(&self, now: Instant) -> Vec<(String, f64)> {
+        lock(&self.keys)
+            .iter()
+            .map(|(key, bucket)| (key.to_owned(), bucket.utilization(now)))
+            .collect()
+    }
+
     /// The most keys tracked at once.
     pub fn max_keys(&self) -> usize {
         self.max_keys

@@ -25,7 +25,7 @@ impl<E> Call<E> {
     ) -> Decision {
         if verdict == Verdict::Success {
             if let Some(bucket) = &self.bucket {
-                self.refilled = bucket.deposit(now);
+                bucket.deposit(now);
             }
             self.policy.record_success(duration, now);
             return Decision::Stop(StopReason::Succeeded);

@@ -158,9 +158,6 @@ pub struct Call<E> {
     /// A token withdrawn for the next retry: spent when the retry goes out, returned if the
     /// call ends first (B13).
     token: bool,
-    /// Whether this call's success refilled a bucket that was short of full: the budget's
-    /// gauge then follows the refill, not only the retries that drained it.
-    refilled: bool,
     phase: Phase,
     last: Option<LastAttempt<E>>,
     /// Rare, and kept out of line so the call a driver moves stays small.
@@ -247,7 +244,6 @@ impl<E> Call<E> {
             permit_of: 0,
             concurrent: None,
             token: false,
-            refilled: false,
             phase: Phase::Ready,
             last: None,
             nested,
@@ -473,7 +469,7 @@ impl<E> Drop for Call<E> {
             let now = clock::now();
             self.abandon_in_flight(now);
             let elapsed = now.saturating_duration_since(self.started);
-            self.record_end(None, elapsed, now);
+            self.record_end(None, elapsed);
         }
     }
 }

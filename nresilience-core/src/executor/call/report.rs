@@ -24,7 +24,7 @@ impl<E> Call<E> {
         let pause = self.time_left(now).map_or(pause, |left| pause.min(left));
         self.policy
             .instruments()
-            .rejection(reason.as_str(), self.criticality);
+            .rejection(reason, self.criticality);
         let (attempt, pause_ms) = (i64::from(self.attempts), pause.as_millis() as u64);
         // The budget or breaker at work is not a fault: INFO, and the call's span carries
         // the outcome.
@@ -54,7 +54,7 @@ impl<E> Call<E> {
     pub(super) fn saturated<T>(&mut self, saturated: Saturated, now: Instant) -> Step<T, E> {
         let reason = RejectReason::Saturated;
         let instruments = self.policy.instruments();
-        instruments.rejection(reason.as_str(), self.criticality);
+        instruments.rejection(reason, self.criticality);
         if let Some(load) = &self.load {
             let limit = load.limit(now);
             instruments.overload_limit(limit, load.dependency());
@@ -150,19 +150,15 @@ impl<E> Call<E> {
         }
         self.phase = Phase::Done;
         let elapsed = elapsed.unwrap_or_else(|| now.saturating_duration_since(self.started));
-        self.record_end(Some(reason), elapsed, now);
+        self.record_end(Some(reason), elapsed);
     }
 
     /// Records the call's end: `None` when its caller dropped it unfinished.
     #[inline]
-    pub(super) fn record_end(&self, reason: Option<StopReason>, elapsed: Duration, now: Instant) {
-        let instruments = self.policy.instruments();
-        instruments.call(reason, self.criticality, elapsed.as_secs_f64());
-        if self.attempts > 1 || self.refilled || reason == Some(StopReason::BudgetExhausted) {
-            if let Some(bucket) = &self.bucket {
-                instruments.utilization(bucket.utilization(now));
-            }
-        }
+    pub(super) fn record_end(&self, reason: Option<StopReason>, elapsed: Duration) {
+        self.policy
+            .instruments()
+            .call(reason, self.criticality, elapsed.as_secs_f64());
         let nested_span = self.nested.as_ref().map(|nested| &nested.span);
         // A span no subscriber took costs a lookup of each field by name to record nothing.
         for span in std::iter::once(&self.span).chain(nested_span) {

@@ -46,6 +46,7 @@ use estimates::Estimates;
 
 use crate::backoff::{Backoff, NextAttempt};
 use crate::budget::{KeyedBuckets, RetryBudget, TokenBucket, DEFAULT_MAX_KEYS};
+use crate::clock;
 use crate::criticality::Criticality;
 use crate::executor::ceiling::AttemptCeiling;
 use crate::executor::hedge::Hedge;
@@ -436,15 +437,47 @@ impl RetryPolicy {
             }
             None => opentelemetry::StringValue::from("default"),
         };
+        let utilization = {
+            let (buckets, budget) = (Arc::downgrade(&buckets), config.budget.clone());
+            move |observe: &mut dyn FnMut(Option<&str>, f64)| {
+                if let Some(buckets) = buckets.upgrade() {
+                    buckets.utilization(&budget, clock::now(), observe);
+                }
+            }
+        };
         Self {
             inner: Arc::new(Inner {
                 config,
                 buckets,
                 estimates,
                 rng,
-                instruments: Instruments::new(policy_tag),
+                instruments: Instruments::new(policy_tag, Box::new(utilization)),
                 trackers,
             }),
+        }
+    }
+}
+
+impl Buckets {
+    /// Each bucket's utilization at `now`, for the budget's gauge (B11): the policy's own
+    /// (made full now if no call has made it yet, as the first call would make it), then
+    /// every keyed one.
+    fn utilization(
+        &self,
+        budget: &RetryBudget,
+        now: Instant,
+        observe: &mut dyn FnMut(Option<&str>, f64),
+    ) {
+        let own = self
+            .own
+            .get_or_init(|| budget.make_bucket(now).ok().flatten());
+        if let Some(bucket) = own {
+            observe(None, bucket.utilization(now));
+        }
+        if let Some(Some(keyed)) = self.keyed.get() {
+            for (key, utilization) in keyed.utilization(now) {
+                observe(Some(&key), utilization);
+            }
         }
     }
 }

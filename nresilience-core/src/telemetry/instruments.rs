@@ -1,0 +1,270 @@
+//! The instruments a policy records into, and the series it has bound.
+
+use std::sync::OnceLock;
+
+use opentelemetry::metrics::{
+    BoundCounter, BoundHistogram, Counter, Gauge, Histogram, Meter, ObservableGauge,
+};
+use opentelemetry::{global, KeyValue, StringValue};
+
+use super::utilization::{self, Utilization};
+use super::{
+    ATTEMPTS, ATTEMPT_DURATION, CALLS, CALL_DURATION, CANCELLED, CRITICALITY, DEPENDENCY, DEPTH,
+    HEDGES, NESTED_RETRIES, OUTCOME, OVERLOAD_LIMIT, POLICY, POTENTIAL_ATTEMPTS, REASON,
+    REJECTIONS, SECONDS, SOURCE, VERDICT,
+};
+use crate::criticality::Criticality;
+use crate::outcome::{RejectReason, StopReason};
+use crate::verdict::Verdict;
+
+/// A verdict's series: the six verdicts, and `cancelled` (counted only).
+const VERDICTS: usize = 7;
+/// A call's outcome: the nine stop reasons, and `cancelled`.
+const OUTCOMES: usize = 10;
+const REASONS: usize = 3;
+const CRITICALITIES: usize = Criticality::ALL.len();
+
+/// The instruments a policy records into, taken from the global meter provider when the
+/// policy is built, and each series bound on its first recording.
+pub(crate) struct Instruments {
+    policy: StringValue,
+    calls: Counter<u64>,
+    attempts: Counter<u64>,
+    rejections: Counter<u64>,
+    call_duration: Histogram<f64>,
+    attempt_duration: Histogram<f64>,
+    nested_retries: Counter<u64>,
+    hedges: Counter<u64>,
+    overload_limit: Gauge<u64>,
+    /// Kept for the policy's life: the gauge is observed through its callback.
+    _utilization: ObservableGauge<f64>,
+    attempt_series: [OnceLock<Timed>; VERDICTS],
+    call_series: [[OnceLock<Timed>; CRITICALITIES]; OUTCOMES],
+    rejection_series: [[OnceLock<BoundCounter<u64>>; CRITICALITIES]; REASONS],
+    hedge_series: [OnceLock<BoundCounter<u64>>; 2],
+}
+
+/// A series counted and timed: calls or attempts with one set of tags.
+struct Timed {
+    count: BoundCounter<u64>,
+    time: BoundHistogram<f64>,
+}
+
+impl Timed {
+    fn bind(count: &Counter<u64>, time: &Histogram<f64>, tags: &[KeyValue]) -> Self {
+        Self {
+            count: count.bind(tags),
+            time: time.bind(tags),
+        }
+    }
+
+    #[inline]
+    fn record(&self, seconds: f64) {
+        self.count.add(1);
+        self.time.record(seconds);
+    }
+}
+
+impl Instruments {
+    /// The instruments of the policy tagged `policy`, whose buckets `utilization` reads.
+    pub(crate) fn new(policy: StringValue, utilization: Box<Utilization>) -> Self {
+        let meter = global::meter("nresilience");
+        Self {
+            _utilization: utilization::gauge(&meter, policy.clone(), utilization),
+            policy,
+            calls: counter(&meter, CALLS, "calls made"),
+            attempts: counter(
+                &meter,
+                ATTEMPTS,
+                "attempts made, first attempts and retries",
+            ),
+            rejections: counter(&meter, REJECTIONS, "retries refused"),
+            call_duration: seconds(
+                &meter,
+                CALL_DURATION,
+                "duration of whole calls, retries and delays included",
+            ),
+            attempt_duration: seconds(&meter, ATTEMPT_DURATION, "duration of single attempts"),
+            nested_retries: counter(
+                &meter,
+                NESTED_RETRIES,
+                "retrying calls started inside a retrying context",
+            ),
+            hedges: counter(
+                &meter,
+                HEDGES,
+                "hedged attempts sent, and those the budget suppressed",
+            ),
+            overload_limit: meter
+                .u64_gauge(OVERLOAD_LIMIT)
+                .with_description("overload control's limit on attempts in flight")
+                .build(),
+            attempt_series: Default::default(),
+            call_series: Default::default(),
+            rejection_series: Default::default(),
+            hedge_series: Default::default(),
+        }
+    }
+
+    fn tags(&self, key: &'static str, value: &'static str) -> [KeyValue; 2] {
+        [
+            KeyValue::new(POLICY, self.policy.clone()),
+            KeyValue::new(key, value),
+        ]
+    }
+
+    fn tags_and_criticality(
+        &self,
+        key: &'static str,
+        value: &'static str,
+        criticality: Criticality,
+    ) -> [KeyValue; 3] {
+        let [policy, tag] = self.tags(key, value);
+        [
+            policy,
+            tag,
+            KeyValue::new(CRITICALITY, criticality.as_str()),
+        ]
+    }
+
+    #[inline]
+    pub(crate) fn attempt(&self, verdict: Verdict, seconds: f64) {
+        let series = &self.attempt_series[verdict_index(verdict)];
+        series
+            .get_or_init(|| {
+                let tags = self.tags(VERDICT, verdict.as_str());
+                Timed::bind(&self.attempts, &self.attempt_duration, &tags)
+            })
+            .record(seconds);
+    }
+
+    /// A call's end: `None` when its caller dropped it unfinished.
+    #[inline]
+    pub(crate) fn call(&self, outcome: Option<StopReason>, criticality: Criticality, seconds: f64) {
+        let series = &self.call_series[outcome_index(outcome)][criticality as usize];
+        series
+            .get_or_init(|| {
+                let outcome = outcome.map_or(CANCELLED, StopReason::as_str);
+                let tags = self.tags_and_criticality(OUTCOME, outcome, criticality);
+                Timed::bind(&self.calls, &self.call_duration, &tags)
+            })
+            .record(seconds);
+    }
+
+    pub(crate) fn rejection(&self, reason: RejectReason, criticality: Criticality) {
+        let series = &self.rejection_series[reason_index(reason)][criticality as usize];
+        series
+            .get_or_init(|| {
+                let tags = self.tags_and_criticality(REASON, reason.as_str(), criticality);
+                self.rejections.bind(&tags)
+            })
+            .add(1);
+    }
+
+    /// A nested retry (N5), where its context came from, and how far the amplification
+    /// reaches (C4). Not bound: depth and potential attempts take many values.
+    pub(crate) fn nested(&self, source: &'static str, depth: u32, potential_attempts: u32) {
+        let tags = [
+            KeyValue::new(POLICY, self.policy.clone()),
+            KeyValue::new(SOURCE, source),
+            // i64: unsigned values reach OpenTelemetry as strings.
+            KeyValue::new(DEPTH, i64::from(depth)),
+            KeyValue::new(POTENTIAL_ATTEMPTS, i64::from(potential_attempts)),
+        ];
+        self.nested_retries.add(1, &tags);
+    }
+
+    /// Attempts dropped unanswered because another answered first (HG1): counted as
+    /// attempts, with the verdict `cancelled` and no duration.
+    pub(crate) fn cancelled_attempts(&self, count: u32) {
+        let series = &self.attempt_series[VERDICTS - 1];
+        series
+            .get_or_init(|| {
+                let tags = self.tags(VERDICT, CANCELLED);
+                Timed::bind(&self.attempts, &self.attempt_duration, &tags)
+            })
+            .count
+            .add(u64::from(count));
+    }
+
+    /// A hedge sent, or suppressed by the budget (HG2).
+    pub(crate) fn hedge(&self, sent: bool) {
+        let outcome = if sent { "sent" } else { "suppressed" };
+        self.hedge_series[usize::from(sent)]
+            .get_or_init(|| self.hedges.bind(&self.tags(OUTCOME, outcome)))
+            .add(1);
+    }
+
+    /// Overload control's limit for a `dependency` (none: the policy's own), when it moved.
+    /// Not bound: it moves seldom, and dependencies come and go.
+    pub(crate) fn overload_limit(&self, limit: u32, dependency: Option<&std::sync::Arc<str>>) {
+        let policy = KeyValue::new(POLICY, self.policy.clone());
+        match dependency {
+            Some(key) => {
+                let key = KeyValue::new(DEPENDENCY, StringValue::from(std::sync::Arc::clone(key)));
+                self.overload_limit.record(u64::from(limit), &[policy, key]);
+            }
+            None => self.overload_limit.record(u64::from(limit), &[policy]),
+        }
+    }
+}
+
+fn counter(meter: &Meter, name: &'static str, description: &'static str) -> Counter<u64> {
+    meter
+        .u64_counter(name)
+        .with_description(description)
+        .build()
+}
+
+fn seconds(meter: &Meter, name: &'static str, description: &'static str) -> Histogram<f64> {
+    meter
+        .f64_histogram(name)
+        .with_unit("s")
+        .with_description(description)
+        .with_boundaries(SECONDS.to_vec())
+        .build()
+}
+
+/// The series of a verdict; `VERDICTS - 1` is `cancelled`'s.
+const fn verdict_index(verdict: Verdict) -> usize {
+    match verdict {
+        Verdict::Success => 0,
+        Verdict::Transient { .. } => 1,
+        Verdict::Throttled { .. } => 2,
+        Verdict::Permanent => 3,
+        Verdict::Overloaded { .. } => 4,
+        Verdict::RetriedBelow => 5,
+    }
+}
+
+/// The series of a call's outcome; `None`, a call dropped unfinished, is the last.
+const fn outcome_index(outcome: Option<StopReason>) -> usize {
+    match outcome {
+        Some(StopReason::Succeeded) => 0,
+        Some(StopReason::Permanent) => 1,
+        Some(StopReason::AttemptsExhausted) => 2,
+        Some(StopReason::BudgetExhausted) => 3,
+        Some(StopReason::BreakerOpen) => 4,
+        Some(StopReason::DeadlineExceeded) => 5,
+        Some(StopReason::Overloaded) => 6,
+        Some(StopReason::RetriedBelow) => 7,
+        Some(StopReason::Saturated) => 8,
+        None => OUTCOMES - 1,
+    }
+}
+
+const fn reason_index(reason: RejectReason) -> usize {
+    match reason {
+        RejectReason::BudgetExhausted => 0,
+        RejectReason::BreakerOpen => 1,
+        RejectReason::Saturated => 2,
+    }
+}
+
+impl std::fmt::Debug for Instruments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Instruments")
+            .field("policy", &self.policy.as_str())
+            .finish_non_exhaustive()
+    }
+}
