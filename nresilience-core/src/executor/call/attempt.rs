@@ -106,13 +106,13 @@ impl<E> Call<E> {
         self.estimate = self.policy.estimate(now);
         // Under a load the dependency signals or this process measures, the ceiling would
         // cut attempts it will serve anyway: the retries queue behind them (E5 meets O1).
-        let ceiling = (self.estimate.ceiling)
+        let ceiling = (self.estimate.ceiling())
             .filter(|&ceiling| !admission.is_some_and(|a| a.outlasts(ceiling)));
         let ticket = admission.map(|a| a.ticket).unwrap_or_default();
         let (timeout, censors) = attempt_bound(
             self.policy.attempt_timeout(),
             ceiling,
-            self.estimate.typical,
+            self.estimate.typical(),
             left,
         );
         self.attempt_started = now;

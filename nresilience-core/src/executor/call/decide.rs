@@ -56,8 +56,8 @@ impl<E> Call<E> {
         if let Some(after) = verdict.retry_after() {
             next = next.with_retry_after(after);
         }
-        let delay = self.policy.delay(&next, self.estimate.measured);
-        if misses_deadline(delay, self.estimate.typical, left) {
+        let delay = self.policy.delay(&next, self.estimate.measured());
+        if misses_deadline(delay, self.estimate.typical(), left) {
             return Decision::Stop(StopReason::DeadlineExceeded);
         }
         tracing::event!(

@@ -18,7 +18,7 @@ impl<E> Call<E> {
             return None;
         }
         let hedge = self.policy.hedge()?;
-        let at = clock::after(now, hedge.delay().or(self.estimate.hedge)?);
+        let at = clock::after(now, hedge.delay().or(self.estimate.hedge())?);
         match self.deadline {
             Some(deadline) if at >= deadline => None,
             _ => Some(at),

@@ -7,18 +7,68 @@ use crate::executor::latency::{nanos_since, period_end, LatencyWindow};
 /// The most a ceiling that learns from its cuts grows in one refresh (E7).
 const MAX_GROWTH: u32 = 3;
 
-/// What recent successful attempts say, as fitted at the last refresh.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// What recent successful attempts say, as fitted at the last refresh. Each estimate is
+/// kept as nanoseconds, as the policy publishes it to every attempt: a call holds one, and
+/// reads each only where it is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Estimate {
+    pub(crate) ceiling: Nanos,
+    pub(crate) measured: Nanos,
+    pub(crate) typical: Nanos,
+    pub(crate) hedge: Nanos,
+}
+
+impl Estimate {
     /// The measured attempt ceiling (E5), once enough samples are in.
-    pub(crate) ceiling: Option<Duration>,
+    pub(crate) fn ceiling(&self) -> Option<Duration> {
+        self.ceiling.get()
+    }
+
     /// The latency at the measured base's quantile (K4), once enough samples are in.
-    pub(crate) measured: Option<Duration>,
+    pub(crate) fn measured(&self) -> Option<Duration> {
+        self.measured.get()
+    }
+
     /// A normal attempt's duration (the median), used to see whether a retry still fits
     /// before the deadline (E6).
-    pub(crate) typical: Option<Duration>,
+    pub(crate) fn typical(&self) -> Option<Duration> {
+        self.typical.get()
+    }
+
     /// The hedge's quantile of the ceiling's window (HG1), once enough samples are in.
-    pub(crate) hedge: Option<Duration>,
+    pub(crate) fn hedge(&self) -> Option<Duration> {
+        self.hedge.get()
+    }
+}
+
+impl Default for Estimate {
+    fn default() -> Self {
+        Self {
+            ceiling: Nanos::NONE,
+            measured: Nanos::NONE,
+            typical: Nanos::NONE,
+            hedge: Nanos::NONE,
+        }
+    }
+}
+
+/// An estimate in nanoseconds, `NONE` when there is none yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Nanos(pub(crate) u64);
+
+impl Nanos {
+    pub(crate) const NONE: Nanos = Nanos(u64::MAX);
+
+    fn of(duration: Option<Duration>) -> Self {
+        // Past 584 years is past any deadline: saturated one short of `NONE`.
+        duration.map_or(Self::NONE, |d| {
+            Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1))
+        })
+    }
+
+    fn get(self) -> Option<Duration> {
+        (self != Self::NONE).then(|| Duration::from_nanos(self.0))
+    }
 }
 
 /// The latency windows of one policy and the estimate fitted from them.
@@ -141,11 +191,26 @@ impl Estimates {
         self.fitted
     }
 
+    /// When the windows started, once an instant has been seen.
+    pub(crate) fn origin(&self) -> Option<Instant> {
+        self.windows.as_ref().map(|windows| windows.origin)
+    }
+
+    /// Until when, in nanoseconds after [`origin`](Self::origin), [`estimate`](Self::estimate)
+    /// returns the kept fit without looking at the windows: `0` while it lacks an estimate
+    /// that is configured, which every estimate looks for.
+    pub(crate) fn kept_until(&self) -> u64 {
+        match (self.origin(), self.refit_at) {
+            (Some(origin), Some(at)) if !self.short_of_samples() => nanos_since(origin, at),
+            _ => 0,
+        }
+    }
+
     /// Whether the kept fit lacks an estimate that is configured.
     fn short_of_samples(&self) -> bool {
-        (self.ceiling.is_some() && self.fitted.ceiling.is_none())
-            || (self.measured.is_some() && self.fitted.measured.is_none())
-            || (self.hedge.is_some() && self.fitted.hedge.is_none())
+        (self.ceiling.is_some() && self.fitted.ceiling == Nanos::NONE)
+            || (self.measured.is_some() && self.fitted.measured == Nanos::NONE)
+            || (self.hedge.is_some() && self.fitted.hedge == Nanos::NONE)
     }
 
     /// Whether every configured window holds its minimum of samples: a cheap count, before
@@ -171,7 +236,7 @@ impl Estimates {
                     .map(|q| config.ceiling_for(q));
                 // Learning from its cuts, the ceiling climbs at most threefold per refresh: a
                 // burst of cut attempts is evidence of slowness, not of how much.
-                let ceiling = match (fitted, self.fitted.ceiling) {
+                let ceiling = match (fitted, self.fitted.ceiling()) {
                     (Some(fitted), Some(before)) if self.cut_since_fit => {
                         Some(fitted.min(before.saturating_mul(MAX_GROWTH)))
                     }
@@ -190,10 +255,10 @@ impl Estimates {
             _ => None,
         };
         Estimate {
-            ceiling,
-            measured,
-            typical: typical.or(measured),
-            hedge,
+            ceiling: Nanos::of(ceiling),
+            measured: Nanos::of(measured),
+            typical: Nanos::of(typical.or(measured)),
+            hedge: Nanos::of(hedge),
         }
     }
 }
@@ -212,7 +277,7 @@ mod tests {
         assert_eq!(
             estimates
                 .estimate(start + Duration::from_millis(20))
-                .ceiling,
+                .ceiling(),
             None
         );
         estimates.record(
@@ -222,7 +287,7 @@ mod tests {
         // A fit short of samples is not kept: the twentieth sample brings the ceiling at once.
         let first = estimates
             .estimate(start + Duration::from_millis(22))
-            .ceiling
+            .ceiling()
             .unwrap();
         let expected = 0.3; // 3 × p95 of 100 ms
         assert!(
@@ -239,12 +304,12 @@ mod tests {
         assert_eq!(
             estimates
                 .estimate(start + Duration::from_millis(999))
-                .ceiling,
+                .ceiling(),
             Some(first)
         );
         let next = estimates
             .estimate(start + Duration::from_secs(1))
-            .ceiling
+            .ceiling()
             .unwrap();
         assert!(next > first * 5, "{next:?}");
     }
@@ -259,19 +324,21 @@ mod tests {
         }
         let healthy = estimates
             .estimate(start + Duration::from_secs(75))
-            .ceiling
+            .ceiling()
             .unwrap();
         for i in 0..1000 {
             let at = start + Duration::from_secs(76) + Duration::from_millis(i);
             estimates.record(Duration::from_millis(160), at);
         }
         assert_eq!(
-            estimates.estimate(start + Duration::from_secs(149)).ceiling,
+            estimates
+                .estimate(start + Duration::from_secs(149))
+                .ceiling(),
             Some(healthy)
         );
         let refitted = estimates
             .estimate(start + Duration::from_secs(150))
-            .ceiling
+            .ceiling()
             .unwrap();
         assert!(refitted > healthy * 4, "{refitted:?} vs {healthy:?}");
     }
@@ -287,7 +354,7 @@ mod tests {
         }
         let fitted = estimates
             .estimate(first + Duration::from_millis(20))
-            .ceiling
+            .ceiling()
             .unwrap();
         for i in 0..100 {
             let at = first + Duration::from_millis(30 + i);
@@ -296,8 +363,8 @@ mod tests {
         // Counted from `made`, 11 s would start an interval; from the first instant seen,
         // the interval runs to 11.5 s.
         let at_eleven = made + Duration::from_secs(11);
-        assert_eq!(estimates.estimate(at_eleven).ceiling, Some(fitted));
-        let refitted = estimates.estimate(first + Duration::from_secs(1)).ceiling;
+        assert_eq!(estimates.estimate(at_eleven).ceiling(), Some(fitted));
+        let refitted = estimates.estimate(first + Duration::from_secs(1)).ceiling();
         assert!(refitted.unwrap() > fitted * 5, "{refitted:?}");
     }
 

@@ -32,6 +32,7 @@
 
 mod builder;
 mod estimates;
+mod latest;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -43,6 +44,7 @@ use rand::rngs::StdRng;
 pub use builder::RetryPolicyBuilder;
 pub(crate) use estimates::Estimate;
 use estimates::Estimates;
+use latest::Latest;
 
 use crate::backoff::{Backoff, NextAttempt};
 use crate::budget::{KeyedBuckets, RetryBudget, TokenBucket, DEFAULT_MAX_KEYS};
@@ -69,7 +71,7 @@ struct Inner {
     config: Config,
     /// Shared with policies reconfigured from this one while their budget is the same.
     buckets: Arc<Buckets>,
-    estimates: Option<Arc<Mutex<Estimates>>>,
+    estimates: Option<Arc<Latest>>,
     rng: Option<Mutex<StdRng>>,
     instruments: Instruments,
     /// Shared with policies reconfigured from this one while their overload control is the
@@ -292,7 +294,7 @@ impl RetryPolicy {
     /// first `now` it sees starts its refresh slices.
     pub(crate) fn estimate(&self, now: Instant) -> Estimate {
         match &self.inner.estimates {
-            Some(estimates) => lock(estimates).estimate(now),
+            Some(estimates) => estimates.estimate(now),
             None => Estimate::default(),
         }
     }
@@ -300,7 +302,7 @@ impl RetryPolicy {
     /// Feeds a successful attempt's duration to the ceiling and the measured base (E5, K4).
     pub(crate) fn record_success(&self, duration: Duration, now: Instant) {
         if let Some(estimates) = &self.inner.estimates {
-            lock(estimates).record(duration, now);
+            estimates.estimates().record(duration, now);
         }
     }
 
@@ -308,7 +310,7 @@ impl RetryPolicy {
     /// learns from its cuts (E7).
     pub(crate) fn record_cut(&self, duration: Duration, now: Instant) {
         if let Some(estimates) = &self.inner.estimates {
-            lock(estimates).record_cut(duration, now);
+            estimates.estimates().record_cut(duration, now);
         }
     }
 
@@ -425,7 +427,7 @@ impl RetryPolicy {
                 config.backoff.measured_base(),
                 config.hedge.and_then(|h| h.quantile()),
             )
-            .map(|e| Arc::new(Mutex::new(e)))
+            .map(|e| Arc::new(Latest::new(e)))
         });
         let rng = config
             .jitter_seed
