@@ -72,7 +72,8 @@ impl Client {
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<BoxError>,
     {
-        self.service.clone().oneshot(request).await
+        // hyper-util's client serves through a reference: no clone of its pool handles per call.
+        self.service.by_ref().oneshot(request).await
     }
 
     /// Sends a GET to `uri`.

@@ -146,6 +146,20 @@ impl<S, C> Retry<S, C> {
     pub fn into_inner(self) -> S {
         self.inner
     }
+
+    /// The same retries in front of a borrowed service: a caller that holds the service
+    /// (a `Client`) makes a call without cloning it, where a service whose reference is a
+    /// service too (hyper-util's client) allows it.
+    pub(crate) fn by_ref(&self) -> Retry<&S, C>
+    where
+        C: Clone,
+    {
+        Retry {
+            inner: &self.inner,
+            shared: Arc::clone(&self.shared),
+            classifier: self.classifier.clone(),
+        }
+    }
 }
 
 impl<S: fmt::Debug, C> fmt::Debug for Retry<S, C> {
