@@ -11,14 +11,17 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
 use bytes::Bytes;
 use http::Extensions;
 use nresilience_client::reqwest::{retry_error, RetryMiddleware};
 use nresilience_client::Retryable;
-use nresilience_core::{RetryError, RetryPolicyBuilder};
+use nresilience_core::{Hedge, RetryError, RetryPolicyBuilder};
 use reqwest_middleware::{ClientWithMiddleware, Middleware, Next};
 use support::driver::{Driver, NestingProbe, Outbound, Reply, Setup};
-use support::{policy, server, unmarked};
+use support::{policy, server, slow_server, unmarked};
 
 support::suite::behaviour_suite!(Reqwest);
 
@@ -120,8 +123,14 @@ async fn n1_a_streaming_body_is_sent_once_unmarked_not_refused() {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Passed(u32);
 
-/// Counts each attempt it passes on in the request's [`Passed`] extension.
-struct CountPassed;
+/// Which attempt, in the order they were sent, carried the extensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Sent(u32);
+
+/// Counts each attempt it passes on in the request's [`Passed`] extension, and numbers it in
+/// [`Sent`].
+#[derive(Default)]
+struct CountPassed(AtomicU32);
 
 #[async_trait::async_trait]
 impl Middleware for CountPassed {
@@ -133,24 +142,36 @@ impl Middleware for CountPassed {
     ) -> reqwest_middleware::Result<reqwest::Response> {
         let passed = extensions.get::<Passed>().map_or(0, |passed| passed.0);
         extensions.insert(Passed(passed + 1));
+        extensions.insert(Sent(self.0.fetch_add(1, Ordering::Relaxed) + 1));
         next.run(request, extensions).await
     }
+}
+
+/// A client whose retry middleware runs under `policy`, with [`CountPassed`] behind it.
+fn counted(policy: RetryPolicyBuilder) -> ClientWithMiddleware {
+    let inner = recommended()
+        .pool_idle_timeout(None)
+        .no_proxy()
+        .build()
+        .unwrap();
+    reqwest_middleware::ClientBuilder::new(inner)
+        .with(RetryMiddleware::new(policy.build().unwrap()))
+        .with(CountPassed::default())
+        .build()
+}
+
+/// The caller's extensions: [`Passed`] at 10.
+fn callers() -> Extensions {
+    let mut extensions = Extensions::new();
+    extensions.insert(Passed(10));
+    extensions
 }
 
 #[tokio::test(start_paused = true)]
 async fn every_attempt_starts_from_the_callers_extensions_and_the_answering_one_returns_them() {
     let (addr, script) = server(&[(503, None), (200, None)]);
-    let inner = reqwest::Client::builder()
-        .pool_idle_timeout(None)
-        .no_proxy()
-        .build()
-        .unwrap();
-    let client = reqwest_middleware::ClientBuilder::new(inner)
-        .with(RetryMiddleware::new(policy().build().unwrap()))
-        .with(CountPassed)
-        .build();
-    let mut extensions = Extensions::new();
-    extensions.insert(Passed(10));
+    let client = counted(policy());
+    let mut extensions = callers();
     let request = client.get(format!("http://{addr}/")).build().unwrap();
     let response = client
         .execute_with_extensions(request, &mut extensions)
@@ -160,6 +181,60 @@ async fn every_attempt_starts_from_the_callers_extensions_and_the_answering_one_
     assert_eq!(script.requests(), 2);
     // The retry started from the caller's 10, not from the first attempt's 11.
     assert_eq!(extensions.get::<Passed>(), Some(&Passed(11)));
+    assert_eq!(extensions.get::<Sent>(), Some(&Sent(2)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_attempt_that_answers_returns_its_extensions() {
+    let (addr, script) = server(&[(200, None)]);
+    let client = counted(policy());
+    let mut extensions = callers();
+    let request = client.get(format!("http://{addr}/")).build().unwrap();
+    let response = client
+        .execute_with_extensions(request, &mut extensions)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(script.requests(), 1);
+    assert_eq!(extensions.get::<Passed>(), Some(&Passed(11)));
+    assert_eq!(extensions.get::<Sent>(), Some(&Sent(1)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn hg1_the_answering_hedge_returns_its_extensions_not_the_first_attempts() {
+    // The first attempt is answered after 5 s; the hedge sent at 50 ms at once.
+    let (addr, script) = slow_server(vec![(200, None, Duration::from_secs(5))]);
+    let hedging = Hedge::after(Duration::from_millis(50));
+    let client = counted(policy().max_attempts(2).hedge(Some(hedging)));
+    let mut extensions = callers();
+    let request = client.get(format!("http://{addr}/")).build().unwrap();
+    let response = client
+        .execute_with_extensions(request, &mut extensions)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(script.requests(), 2);
+    assert_eq!(extensions.get::<Passed>(), Some(&Passed(11)));
+    assert_eq!(extensions.get::<Sent>(), Some(&Sent(2)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_call_leaves_the_callers_extensions_as_they_were() {
+    // A port nobody listens on: bind, read the address, close.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let client = counted(policy().backoff(nresilience_core::Backoff::none()));
+    let mut extensions = callers();
+    let request = client.get(format!("http://{addr}/")).build().unwrap();
+    let error = client
+        .execute_with_extensions(request, &mut extensions)
+        .await
+        .unwrap_err();
+    assert_eq!(retry_error(&error).map(RetryError::attempts), Some(3));
+    assert_eq!(extensions.get::<Passed>(), Some(&Passed(10)));
+    assert_eq!(extensions.get::<Sent>(), None);
 }
 
 #[tokio::test(start_paused = true)]
