@@ -12,9 +12,10 @@
 //! host has its own bucket; when the attempts run out on a retryable status, the last
 //! response is returned rather than an error.
 //!
-//! Every attempt goes on through the middleware behind this one with a copy of the request's
-//! extensions, as a hedge runs beside the attempt before it; the extensions of the attempt
-//! whose response is returned are the caller's afterwards.
+//! Every attempt goes on through the middleware behind this one starting from the request's
+//! extensions as the caller passed them, as a hedge runs beside the attempt before it; the
+//! extensions of the attempt whose response is returned are the caller's afterwards, and a
+//! call that fails leaves them as they were.
 //!
 //! A request whose body is a stream (`reqwest::Request::try_clone` gives `None`) is sent once,
 //! unmarked, rather than refused.
@@ -31,7 +32,8 @@
 //! request on the wire. What this middleware adds over reqwest's own: backoff with a separate
 //! throttled base and jitter, `Retry-After` served verbatim, the deadline and each attempt's
 //! bound (with the measured ceiling), the retry budget per host with its floor, the
-//! nested-retry marker and the chain rules (C1–C7), and overload control (O1, O2) when on.//!
+//! nested-retry marker and the chain rules (C1–C7), and overload control (O1, O2) when on.
+//!
 //! # Errors
 //!
 //! A call that ends without a response to return fails with
@@ -63,24 +65,21 @@
 //! # Ok(()) }
 //! ```
 
+mod future;
+
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
-use std::time::SystemTime;
 
 use ::reqwest::{Request, Response, Url};
 use http::Extensions;
-use nresilience_core::call::{Attempt, Call, Flights, Landed, Step};
-use nresilience_core::{clock, nesting, RetryError, RetryPolicy, Verdict};
-use pin_project_lite::pin_project;
+use nresilience_core::{RetryError, RetryPolicy};
 use reqwest_middleware::{Middleware, Next};
-use tracing::Span;
 
 use crate::classify::HttpClassifier;
 use crate::outbound;
-use crate::request::{carries_marker, MARKER};
 use crate::telemetry;
+use future::Attempts;
 
 /// The error a failed call carries inside `reqwest_middleware::Error::Middleware`.
 pub type Error = RetryError<reqwest_middleware::Error>;
@@ -148,74 +147,47 @@ impl fmt::Debug for RetryMiddleware {
     }
 }
 
-#[async_trait::async_trait]
+/// The future a middleware's `handle` returns.
+type Handled<'a> = Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'a>>;
+
+// `handle` as `#[async_trait]` declares it, written out: the call's future is boxed as it is,
+// rather than inside an async block that would hold it beside the request and move both.
 impl Middleware for RetryMiddleware {
-    async fn handle(
-        &self,
+    fn handle<'s, 'e, 'n, 'a>(
+        &'s self,
         mut request: Request,
-        extensions: &mut Extensions,
-        next: Next<'_>,
-    ) -> reqwest_middleware::Result<Response> {
+        extensions: &'e mut Extensions,
+        next: Next<'n>,
+    ) -> Handled<'a>
+    where
+        's: 'a,
+        'e: 'a,
+        'n: 'a,
+        Self: 'a,
+    {
         let opted = outbound::opted_in(
             extensions.get(),
             self.retry_non_idempotent,
             request.method(),
         );
-        // A streamed body cannot be sent again: its call is a single attempt.
+        // A streamed body cannot be sent again: its call is a single attempt, unmarked.
         let replayable = request.body().is_none_or(|body| body.as_bytes().is_some());
-        let mut call = outbound::start(
+        let call = outbound::start(
             &self.policy,
             opted && replayable,
             request.method(),
             authority(request.url()),
             request.headers(),
         );
-        let marked = carries_marker(request.headers());
         outbound::stamp(&call, request.headers_mut());
-        let mut template = None;
-        if call.may_retry() {
-            template = request.try_clone();
-            if template.is_none() {
-                call.single_attempt();
-                if !marked {
-                    request.headers_mut().remove(MARKER);
-                }
-            }
-        }
-        let attempts = Attempts {
+        Box::pin(Attempts::new(
             call,
-            classifier: self.classifier,
-            first: Some(request),
-            template,
+            self.classifier,
+            request,
+            extensions,
             next,
-        };
-        let retrying = attempts.call.may_retry();
-        let output = Scoped {
-            inner: attempts.run(extensions),
-            retrying,
-        }
-        .await;
-        output.map_err(|error| reqwest_middleware::Error::Middleware(anyhow::Error::new(error)))
-    }
-}
-
-pin_project! {
-    /// A call's attempts, run inside the in-process retrying context when the call may
-    /// retry: a retrying call made while serving it is nested (N5). One wrapper for both
-    /// cases, so the call's future is laid out (and moved) once.
-    struct Scoped<F> {
-        #[pin]
-        inner: F,
-        retrying: bool,
-    }
-}
-
-impl<F: Future> Future for Scoped<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
-        nesting::retrying_scope(*this.retrying, || this.inner.poll(cx))
+            future::attempt,
+        ))
     }
 }
 
@@ -227,128 +199,6 @@ fn authority(url: &Url) -> &str {
     authority
         .rsplit_once('@')
         .map_or(authority, |(_, host)| host)
-}
-
-// ===== impl Attempts =====
-
-/// An attempt sent on through the rest of the chain, with the extensions it owns.
-type Sent<'a> =
-    Pin<Box<dyn Future<Output = (reqwest_middleware::Result<Response>, Extensions)> + Send + 'a>>;
-
-/// One call's attempts: the request of the first, and what a retry is cloned from.
-struct Attempts<'a> {
-    call: Call<reqwest_middleware::Error>,
-    classifier: HttpClassifier,
-    first: Option<Request>,
-    template: Option<Request>,
-    next: Next<'a>,
-}
-
-impl<'a> Attempts<'a> {
-    /// Runs the call's steps. Each attempt is sent with a copy of the caller's `extensions`,
-    /// as several may be in flight at once (HG1); the answering attempt's are the caller's
-    /// afterwards.
-    async fn run(mut self, extensions: &mut Extensions) -> Result<Response, Error> {
-        let mut flights = std::pin::pin!(Flights::<Sent<'a>, Span>::new());
-        let mut answered = None;
-        let mut step = self.call.next(clock::now());
-        loop {
-            match step {
-                Step::Run(attempt) => {
-                    let (span, sent) = self.send(attempt, extensions.clone());
-                    flights.as_mut().run(attempt, span, sent);
-                }
-                Step::Hedge(attempt) => {
-                    let (span, sent) = self.send(attempt, extensions.clone());
-                    flights.as_mut().hedge(attempt, span, sent);
-                }
-                Step::InFlight => {}
-                // A retried attempt's response was dropped unread: its connection is closed
-                // rather than returned half-read to the pool.
-                Step::Sleep(until) => flights.as_mut().sleep(until),
-                Step::Done(result) => {
-                    // The attempts still in flight lost: dropped with `flights`.
-                    if let (Ok(_), Some(own)) = (&result, answered) {
-                        *extensions = own;
-                    }
-                    return result;
-                }
-            }
-            let call = &self.call;
-            let landed =
-                std::future::poll_fn(|cx| flights.as_mut().poll_landed(cx, call.hedge_at())).await;
-            step = match landed {
-                Landed::Answered {
-                    attempt,
-                    scope,
-                    output: (result, own),
-                } => {
-                    answered = Some(own);
-                    let verdict = classify(&self.classifier, &result);
-                    let status = result.as_ref().ok().map(Response::status);
-                    outbound::answered(&mut self.call, attempt, &scope, status, verdict, result)
-                }
-                Landed::Cut { attempt, scope } => outbound::cut(&mut self.call, attempt, &scope),
-                Landed::HedgeDue(at) => self.call.next(at),
-                Landed::Woke => self.call.next(clock::now()),
-            };
-        }
-    }
-
-    /// Sends `attempt` on with `extensions` of its own: the first request as given, a later
-    /// one cloned from the template.
-    fn send(&mut self, attempt: Attempt, mut extensions: Extensions) -> (Span, Sent<'a>) {
-        // What changes from attempt to attempt is written into the template before it is
-        // copied, so the copy is made at its final size.
-        let (span, request) = match (self.first.take(), self.template.as_mut()) {
-            (Some(mut request), _) => (prepare(&self.call, &attempt, &mut request), request),
-            (None, Some(template)) => {
-                let span = prepare(&self.call, &attempt, template);
-                match template.try_clone() {
-                    Some(request) => (span, request),
-                    None => unreachable!("a template is a request that clones"),
-                }
-            }
-            (None, None) => unreachable!("a call without a template makes one attempt"),
-        };
-        let next = self.next.clone();
-        let sent = Box::pin(async move {
-            let result = next.run(request, &mut extensions).await;
-            (result, extensions)
-        });
-        (span, sent)
-    }
-}
-
-/// The span of `attempt`, with its request made ready for it.
-fn prepare(
-    call: &Call<reqwest_middleware::Error>,
-    attempt: &Attempt,
-    request: &mut Request,
-) -> Span {
-    let span = outbound::attempt_span(call, attempt, request.method().as_str(), request.url());
-    outbound::stamp_attempt(request.headers_mut(), attempt, &span);
-    span
-}
-
-/// The verdict on an attempt: a response by its status, an error by what it is.
-///
-/// A request reqwest could not build and a redirect loop are `Permanent`: sending it again
-/// cannot fix them. Every other error — connect, I/O, timeout, or an error from a middleware
-/// behind this one — is transient, as in the tower layer.
-fn classify(classifier: &HttpClassifier, result: &reqwest_middleware::Result<Response>) -> Verdict {
-    match result {
-        // The wall clock is read only for a retryable status, never on the success path.
-        Ok(response) => {
-            classifier.classify_response(response.status(), response.headers(), SystemTime::now)
-        }
-        Err(reqwest_middleware::Error::Reqwest(error))
-            if error.is_builder() || error.is_redirect() =>
-        {
-            Verdict::Permanent
-        }
-        Err(_) => Verdict::TRANSIENT,
-    }
 }
 
 // ===== telemetry =====
