@@ -1,4 +1,5 @@
-//! `x-nresilience-attempts` (SPEC C4): `nresilience_core::chain::attempts` on the raw input.
+//! The `attempts` member of `x-nresilience-chain` (SPEC C4):
+//! `nresilience_core::chain::attempts` on the raw input.
 //!
 //! Asserts, beyond "no panic": it reads exactly the strict decimals (ASCII digits only, at
 //! most ten) from 1 to `u32::MAX`, as their value; a value it reads, re-serialised as plain

@@ -1,5 +1,5 @@
-//! `x-nresilience-criticality` (SPEC C3, B9): `nresilience_core::Criticality::from_header`
-//! on the raw input.
+//! The `criticality` member of `x-nresilience-chain` (SPEC C3, B9):
+//! `nresilience_core::Criticality::from_header` on the raw input.
 //!
 //! Asserts, beyond "no panic": exactly the three lower-case names the client writes
 //! (`critical`, `normal`, `sheddable`) are read, each as itself (`as_str` round-trips), and

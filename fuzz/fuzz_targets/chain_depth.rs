@@ -1,4 +1,5 @@
-//! `x-nresilience-depth` (SPEC C4, C5): `nresilience_core::chain::depth` on the raw input.
+//! The `depth` member of `x-nresilience-chain` (SPEC C4, C5): `nresilience_core::chain::depth`
+//! on the raw input.
 //!
 //! Asserts, beyond "no panic": it reads exactly the strict decimals (ASCII digits only, at
 //! most six) from 1 to 100,000, as their value; a depth it reads, re-serialised as plain

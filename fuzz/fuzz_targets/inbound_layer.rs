@@ -1,7 +1,7 @@
 //! Every chain header a hop reads from its caller (SPEC C2–C5) and the marker (N4), through
 //! the public `NestedRetryLayer` (the reading, `inbound::read`, is crate-private).
 //!
-//! Input: `name: value` lines, the request's headers in order (any names: the four chain
+//! Input: `name: value` lines, the request's headers in order (any names: the two chain
 //! headers, the marker, others), and directives `:max-depth: N` (the layer's maximum, default
 //! 16), `:status: N` (what the handler answers, default 200) and `:ignore:` (an edge layer,
 //! `ignore_inbound()`).
@@ -14,10 +14,9 @@
 //!   request says is above the maximum;
 //! - what the handler sees (`chain::inbound()`, the `Inbound` and `RetryMarker` extensions,
 //!   the nesting context) is what the public parsers make of the headers: each header counts
-//!   only when sent once and when `deadline_ms` / `depth` / `attempts` /
-//!   `Criticality::from_header` reads it, and the deadline is `now + left` taken during the
-//!   call;
-//! - an edge (`ignore_inbound`) removes all five headers and sees no context.
+//!   only when sent once and when `deadline_ms` / `ChainFacts::parse` reads it, and the
+//!   deadline is `now + left` taken during the call;
+//! - an edge (`ignore_inbound`) removes all three headers and sees no context.
 #![no_main]
 
 use std::time::Duration;
@@ -28,20 +27,13 @@ use libfuzzer_sys::fuzz_target;
 use nresilience_axum::nesting::{self, NestingSource, MARKER_HEADER};
 use nresilience_axum::{NestedRetryLayer, RetryMarker};
 use nresilience_core::chain::{
-    self, Inbound, ATTEMPTS_HEADER, CRITICALITY_HEADER, DEADLINE_HEADER, DEPTH_HEADER,
-    OVERLOADED_HEADER, RETRIED_HEADER,
+    self, ChainFacts, Inbound, CHAIN_HEADER, DEADLINE_HEADER, OVERLOADED_HEADER, RETRIED_HEADER,
 };
-use nresilience_core::{clock, Criticality};
+use nresilience_core::clock;
 use nresilience_fuzz::{directive, directive_number, header_lines, header_map, n4_marks, ready};
 use tower::{Layer, Service, ServiceExt};
 
-const CHAIN: [&str; 5] = [
-    DEADLINE_HEADER,
-    DEPTH_HEADER,
-    ATTEMPTS_HEADER,
-    CRITICALITY_HEADER,
-    MARKER_HEADER,
-];
+const CHAIN: [&str; 3] = [DEADLINE_HEADER, CHAIN_HEADER, MARKER_HEADER];
 
 #[derive(Clone, Debug)]
 struct Seen {
@@ -72,9 +64,9 @@ fuzz_target!(|data: &[u8]| {
 
     // What the SPEC says the layer makes of the headers, by the public parsers.
     let left = one(&headers, DEADLINE_HEADER, chain::deadline_ms);
-    let depth = one(&headers, DEPTH_HEADER, chain::depth);
-    let attempts = one(&headers, ATTEMPTS_HEADER, chain::attempts);
-    let criticality = one(&headers, CRITICALITY_HEADER, Criticality::from_header);
+    let facts = one(&headers, CHAIN_HEADER, |value| Some(ChainFacts::parse(value)))
+        .unwrap_or_default();
+    let (depth, attempts, criticality) = (facts.depth, facts.attempts, facts.criticality);
     let said = left.is_some() || depth.is_some() || attempts.is_some() || criticality.is_some();
     let marked = headers
         .get_all(MARKER_HEADER)

@@ -2,19 +2,16 @@
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use nresilience_core::chain::{
-    self, deadline_ms, Inbound, ATTEMPTS_HEADER, CRITICALITY_HEADER, DEADLINE_HEADER, DEPTH_HEADER,
+    self, deadline_ms, ChainFacts, Inbound, CHAIN_HEADER, DEADLINE_HEADER,
 };
 use nresilience_core::clock;
 use nresilience_core::nesting::MARKER_HEADER;
-use nresilience_core::Criticality;
 
 use crate::marker;
 
 /// The chain headers' names, parsed once.
 pub(crate) static DEADLINE: HeaderName = HeaderName::from_static(DEADLINE_HEADER);
-static DEPTH: HeaderName = HeaderName::from_static(DEPTH_HEADER);
-static ATTEMPTS: HeaderName = HeaderName::from_static(ATTEMPTS_HEADER);
-static CRITICALITY: HeaderName = HeaderName::from_static(CRITICALITY_HEADER);
+static CHAIN: HeaderName = HeaderName::from_static(CHAIN_HEADER);
 
 /// The prefix every header of the chain, the marker included, starts with.
 const PREFIX: &str = "x-nresilience-";
@@ -22,15 +19,13 @@ const PREFIX: &str = "x-nresilience-";
 /// What a request's `x-nresilience-` headers said: the marker and the caller's word.
 ///
 /// Read in one pass over the header names, comparing only those with the chain's prefix: a
-/// lookup by name hashes the name, and five of them cost more than the rest of the layer.
+/// lookup by name hashes the name, and three of them cost more than the rest of the layer.
 #[derive(Debug, Default)]
 pub(crate) struct Said<'a> {
     marked: bool,
     marker_seen: bool,
     deadline: Slot<'a>,
-    depth: Slot<'a>,
-    attempts: Slot<'a>,
-    criticality: Slot<'a>,
+    chain: Slot<'a>,
 }
 
 /// The values one chain header arrived with.
@@ -81,9 +76,7 @@ pub(crate) fn said(headers: &HeaderMap) -> Option<Said<'_>> {
                 said.marked |= marker::value_is_one(value);
             }
             DEADLINE_HEADER => said.deadline.push(value),
-            DEPTH_HEADER => said.depth.push(value),
-            ATTEMPTS_HEADER => said.attempts.push(value),
-            CRITICALITY_HEADER => said.criticality.push(value),
+            CHAIN_HEADER => said.chain.push(value),
             _ => {}
         }
     }
@@ -104,29 +97,33 @@ impl Said<'_> {
 
     /// The caller's word, when the request carries any: how long it will still wait, counted
     /// from now, how deep in the chain the request is, and how many attempts could reach it.
-    /// A value that does not parse, or a header sent twice, is no word at all.
+    /// A value that does not parse, or a header sent twice, is no word at all; a fact of
+    /// `x-nresilience-chain` that does not parse is no word of that fact.
     pub(crate) fn inbound(&self) -> Option<Inbound> {
-        let slots = [self.deadline, self.depth, self.attempts, self.criticality];
-        if slots.iter().all(|slot| matches!(slot, Slot::Absent)) {
+        if [self.deadline, self.chain]
+            .iter()
+            .all(|slot| matches!(slot, Slot::Absent))
+        {
             // A marked request from a client that sends no chain headers.
             return None;
         }
         let left = self.deadline.parse(DEADLINE_HEADER, deadline_ms);
-        let depth = self.depth.parse(DEPTH_HEADER, chain::depth);
-        let attempts = self.attempts.parse(ATTEMPTS_HEADER, chain::attempts);
-        let criticality = self
-            .criticality
-            .parse(CRITICALITY_HEADER, Criticality::from_header);
-        if left.is_none() && depth.is_none() && attempts.is_none() && criticality.is_none() {
+        let facts = self
+            .chain
+            .parse(CHAIN_HEADER, |value| {
+                Some(ChainFacts::parse(value)).filter(|facts| !facts.is_empty())
+            })
+            .unwrap_or_default();
+        if left.is_none() && facts.is_empty() {
             return None;
         }
         let deadline = left.map(|left| chain::deadline_from(clock::now(), left));
         Some(
             Inbound::new()
                 .deadline(deadline)
-                .depth(depth.unwrap_or(0))
-                .attempts(attempts.unwrap_or(1))
-                .criticality(criticality),
+                .depth(facts.depth.unwrap_or(0))
+                .attempts(facts.attempts.unwrap_or(1))
+                .criticality(facts.criticality),
         )
     }
 }
@@ -134,7 +131,7 @@ impl Said<'_> {
 /// Removes every header through which a caller speaks to this hop, for an edge that does
 /// not trust its callers.
 pub(crate) fn remove(headers: &mut HeaderMap) {
-    for name in [&DEADLINE, &DEPTH, &ATTEMPTS, &CRITICALITY] {
+    for name in [&DEADLINE, &CHAIN] {
         if headers.remove(name).is_some() {
             tracing::debug!(header = %name, "removed an inbound chain header: this hop ignores it");
         }
@@ -173,9 +170,7 @@ mod tests {
     fn every_chain_header_and_the_marker_share_the_prefix() {
         for name in [
             DEADLINE_HEADER,
-            DEPTH_HEADER,
-            ATTEMPTS_HEADER,
-            CRITICALITY_HEADER,
+            CHAIN_HEADER,
             nresilience_core::nesting::MARKER_HEADER,
         ] {
             assert!(name.starts_with(PREFIX), "{name}");
@@ -198,9 +193,8 @@ mod tests {
     #[test]
     fn c2_c4_an_edge_removes_them() {
         let mut headers = with(&[b"40"]);
-        headers.insert(&DEPTH, HeaderValue::from_static("3"));
-        headers.insert(&ATTEMPTS, HeaderValue::from_static("64"));
-        headers.insert(&CRITICALITY, HeaderValue::from_static("critical"));
+        let facts = "depth=3, attempts=64, criticality=critical";
+        headers.insert(&CHAIN, HeaderValue::from_static(facts));
         remove(&mut headers);
         assert!(headers.is_empty());
     }
@@ -208,24 +202,27 @@ mod tests {
     #[test]
     fn c4_depth_and_attempts_are_read_alone_or_together() {
         let mut headers = HeaderMap::new();
-        headers.insert(&DEPTH, HeaderValue::from_static("3"));
+        headers.insert(&CHAIN, HeaderValue::from_static("depth=3"));
         let told = read(&headers).unwrap();
         assert_eq!((told.deadline, told.depth, told.attempts), (None, 3, 1));
-        headers.insert(&ATTEMPTS, HeaderValue::from_static("64"));
+        headers.insert(&CHAIN, HeaderValue::from_static("depth=3, attempts=64"));
         assert_eq!(read(&headers).unwrap().attempts, 64);
-        headers.insert(&DEPTH, HeaderValue::from_static("0"));
-        assert_eq!(read(&headers).unwrap().depth, 0, "garbled: no depth");
+        headers.insert(&CHAIN, HeaderValue::from_static("depth=0, attempts=64"));
+        let told = read(&headers).unwrap();
+        assert_eq!((told.depth, told.attempts), (0, 64), "garbled: no depth");
+        headers.append(&CHAIN, HeaderValue::from_static("depth=2"));
+        assert_eq!(read(&headers), None, "sent twice: no word at all");
     }
 
     #[test]
     fn c3_criticality_is_read_exactly() {
         let mut headers = HeaderMap::new();
-        headers.insert(&CRITICALITY, HeaderValue::from_static("sheddable"));
+        headers.insert(&CHAIN, HeaderValue::from_static("criticality=sheddable"));
         assert_eq!(
             read(&headers).unwrap().criticality,
-            Some(Criticality::Sheddable)
+            Some(nresilience_core::Criticality::Sheddable)
         );
-        headers.insert(&CRITICALITY, HeaderValue::from_static("SHEDDABLE"));
+        headers.insert(&CHAIN, HeaderValue::from_static("criticality=SHEDDABLE"));
         assert_eq!(read(&headers), None, "no usable word at all");
     }
 

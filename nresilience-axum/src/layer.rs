@@ -39,10 +39,11 @@ impl NestedRetryLayer {
         }
     }
 
-    /// The deepest a request may say it is (`x-nresilience-depth`) before this hop takes it
-    /// for a loop: a deeper one is answered `508 Loop Detected` with the overload signal, so
-    /// that no hop above retries it, and the handler does not run. A service configured to
-    /// call itself stops there instead of calling itself until its file descriptors run out.
+    /// The deepest a request may say it is (the `depth` of `x-nresilience-chain`) before this
+    /// hop takes it for a loop: a deeper one is answered `508 Loop Detected` with the overload
+    /// signal, so that no hop above retries it, and the handler does not run. A service
+    /// configured to call itself stops there instead of calling itself until its file
+    /// descriptors run out.
     /// Defaults to 16.
     pub const fn max_depth(mut self, max_depth: u32) -> Self {
         self.max_depth = max_depth;

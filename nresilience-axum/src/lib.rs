@@ -63,8 +63,8 @@
 //! ([`nresilience_core::chain`]):
 //!
 //! - It reads what the caller said — how long it will wait (`x-nresilience-deadline-ms`), how
-//!   deep the request is (`x-nresilience-depth`), how many attempts could reach it
-//!   (`x-nresilience-attempts`), how much it matters (`x-nresilience-criticality`) — and runs
+//!   deep the request is, how many attempts could reach it and how much it matters
+//!   (`x-nresilience-chain: depth=2, attempts=16, criticality=normal`) — and runs
 //!   the handler with it: its retrying calls give up with the caller, report the worst case
 //!   when nested, and may take the caller's criticality. A value that does not parse, or a
 //!   header sent twice, is no value: never an error.

@@ -9,8 +9,7 @@ use std::time::Duration;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
 use nresilience_core::chain::{
-    deadline_value, grpc_timeout, ATTEMPTS_HEADER, CRITICALITY_HEADER, DEADLINE_HEADER,
-    DEPTH_HEADER,
+    deadline_value, grpc_timeout, ChainFacts, CHAIN_HEADER, DEADLINE_HEADER,
 };
 use nresilience_core::nesting::{MARKER_HEADER, MARKER_VALUE};
 use nresilience_core::Criticality;
@@ -23,12 +22,10 @@ pub(crate) const MARKED: HeaderValue = HeaderValue::from_static(MARKER_VALUE);
 
 /// The chain headers' names, parsed once.
 const DEADLINE: HeaderName = HeaderName::from_static(DEADLINE_HEADER);
-const DEPTH: HeaderName = HeaderName::from_static(DEPTH_HEADER);
-const ATTEMPTS: HeaderName = HeaderName::from_static(ATTEMPTS_HEADER);
-const CRITICALITY: HeaderName = HeaderName::from_static(CRITICALITY_HEADER);
+const CHAIN: HeaderName = HeaderName::from_static(CHAIN_HEADER);
 
 /// What every attempt of a call tells the hop it reaches about the chain above.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CallFacts {
     /// The call's depth in the chain.
     pub(crate) depth: u32,
@@ -45,14 +42,25 @@ const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 /// the attempts that could reach it (C4), and the call's criticality. The same for every
 /// attempt of a call; [`stamp_deadline`] writes what differs.
 pub(crate) fn stamp_call(headers: &mut HeaderMap, call: CallFacts) {
-    // One growth of the map for these and the deadline, not one per insert.
-    headers.reserve(4);
-    headers.insert(DEPTH, small_number(call.depth));
-    headers.insert(ATTEMPTS, small_number(call.potential_attempts));
-    headers.insert(
-        CRITICALITY,
-        HeaderValue::from_static(call.criticality.as_str()),
-    );
+    // One growth of the map for this, the deadline and the marker, not one per insert.
+    headers.reserve(3);
+    headers.insert(CHAIN, chain_value(call));
+}
+
+/// The `x-nresilience-chain` value of `call`. A service's calls at one place in the chain
+/// tell the same facts, so the last value made on this thread is reused instead of writing
+/// and allocating a new one for each.
+fn chain_value(call: CallFacts) -> HeaderValue {
+    thread_local! {
+        static LAST: LastValue<CallFacts> = const { LastValue::new() };
+    }
+    LAST.with(|last| {
+        last.of(call, || {
+            let facts = ChainFacts::written(call.depth, call.potential_attempts, call.criticality);
+            HeaderValue::try_from(facts.to_string())
+                .unwrap_or_else(|_| unreachable!("digits, letters, '=', ',' and spaces"))
+        })
+    })
 }
 
 /// Writes how long the attempt's caller will still wait for it (C2), `timeout` being the
@@ -88,34 +96,30 @@ pub(crate) fn stamp_deadline(headers: &mut HeaderMap, timeout: Option<Duration>)
 /// on this thread is reused instead of allocating a new one for each.
 fn millis_value(millis: u64) -> HeaderValue {
     thread_local! {
-        static LAST: RefCell<Option<(u64, HeaderValue)>> = const { RefCell::new(None) };
+        static LAST: LastValue<u64> = const { LastValue::new() };
     }
-    LAST.with(|last| {
-        let mut last = last.borrow_mut();
+    LAST.with(|last| last.of(millis, || HeaderValue::from(millis)))
+}
+
+/// The header value made last on a thread, and what it was made from.
+struct LastValue<K>(RefCell<Option<(K, HeaderValue)>>);
+
+impl<K: Copy + PartialEq> LastValue<K> {
+    const fn new() -> Self {
+        Self(RefCell::new(None))
+    }
+
+    /// The value of `key`: the last one, when it was made from `key`, or a new one from `make`.
+    fn of(&self, key: K, make: impl FnOnce() -> HeaderValue) -> HeaderValue {
+        let mut last = self.0.borrow_mut();
         match &*last {
-            Some((cached, value)) if *cached == millis => value.clone(),
+            Some((made_from, value)) if *made_from == key => value.clone(),
             _ => {
-                let value = HeaderValue::from(millis);
-                *last = Some((millis, value.clone()));
+                let value = make();
+                *last = Some((key, value.clone()));
                 value
             }
         }
-    })
-}
-
-/// `n` as a header value, without allocating for the depths and attempt counts real chains
-/// have.
-fn small_number(n: u32) -> HeaderValue {
-    const SMALL: [&str; 65] = [
-        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
-        "17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31",
-        "32", "33", "34", "35", "36", "37", "38", "39", "40", "41", "42", "43", "44", "45", "46",
-        "47", "48", "49", "50", "51", "52", "53", "54", "55", "56", "57", "58", "59", "60", "61",
-        "62", "63", "64",
-    ];
-    match usize::try_from(n).ok().and_then(|i| SMALL.get(i)) {
-        Some(text) => HeaderValue::from_static(text),
-        None => HeaderValue::from(n),
     }
 }
 
@@ -236,19 +240,27 @@ mod tests {
     }
 
     #[test]
-    fn c4_small_numbers_are_written_as_any_number_is() {
-        for n in [0, 1, 9, 10, 16, 64, 65, 1_000, u32::MAX] {
-            assert_eq!(small_number(n), HeaderValue::from(n), "{n}");
-        }
-    }
-
-    #[test]
     fn c4_every_attempt_carries_its_depth_and_potential_attempts() {
         let mut headers = HeaderMap::new();
         stamp(&mut headers, None);
-        assert_eq!(headers[DEPTH_HEADER], "2");
-        assert_eq!(headers[ATTEMPTS_HEADER], "16");
-        assert_eq!(headers[CRITICALITY_HEADER], "sheddable");
+        assert_eq!(
+            headers[CHAIN_HEADER],
+            "depth=2, attempts=16, criticality=sheddable"
+        );
+        // Another call's facts are its own, not the value reused from the call before.
+        stamp_call(
+            &mut headers,
+            CallFacts {
+                depth: 1,
+                potential_attempts: 3,
+                criticality: Criticality::Normal,
+            },
+        );
+        assert_eq!(
+            headers[CHAIN_HEADER],
+            "depth=1, attempts=3, criticality=normal"
+        );
+        assert_eq!(headers.get_all(CHAIN_HEADER).iter().count(), 1);
     }
 
     /// Stamps an attempt of a sheddable call at depth 2 below a 4-attempt caller, itself of 4

@@ -22,7 +22,7 @@ impl Criticality {
         Criticality::Sheddable,
     ];
 
-    /// The value of `x-nresilience-criticality`: `critical`, `normal` or `sheddable`.
+    /// The `criticality` member of `x-nresilience-chain`: `critical`, `normal` or `sheddable`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Criticality::Critical => "critical",
@@ -31,7 +31,7 @@ impl Criticality {
         }
     }
 
-    /// The criticality an `x-nresilience-criticality` value names, exactly as
+    /// The criticality a `criticality` member of `x-nresilience-chain` names, exactly as
     /// [`as_str`](Self::as_str) writes it; any other value is `None`.
     ///
     /// ```

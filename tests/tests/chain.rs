@@ -17,10 +17,10 @@ use axum::Router;
 use nresilience_axum::{CallFailed, NestedRetryLayer};
 use nresilience_client::{Client, HttpClassifier};
 use nresilience_core::chain::{
-    CRITICALITY_HEADER, DEADLINE_HEADER, OVERLOADED_HEADER, RETRIED_HEADER,
+    ChainFacts, CHAIN_HEADER, DEADLINE_HEADER, OVERLOADED_HEADER, RETRIED_HEADER,
 };
 use nresilience_core::{
-    Backoff, BudgetOptions, Jitter, RetryBudget, RetryPolicy, RetryPolicyBuilder,
+    Backoff, BudgetOptions, Criticality, Jitter, RetryBudget, RetryPolicy, RetryPolicyBuilder,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -352,7 +352,7 @@ async fn c5_a_hop_that_calls_itself_stops_at_the_loop_guard() {
 
 #[tokio::test]
 async fn c3_an_ambient_backend_passes_its_callers_criticality_on() {
-    let (db, seen) = noting_db(CRITICALITY_HEADER).await;
+    let (db, seen) = noting_db(CHAIN_HEADER).await;
     let ambient = RetryPolicy::builder()
         .max_attempts(2)
         .backoff(Backoff::none())
@@ -360,10 +360,20 @@ async fn c3_an_ambient_backend_passes_its_callers_criticality_on() {
         .build()
         .unwrap();
     let (backend, _) = backend(ambient, db).await;
-    raw_get(backend, "/bare", "x-nresilience-criticality: sheddable\r\n").await;
+    raw_get(
+        backend,
+        "/bare",
+        "x-nresilience-chain: criticality=sheddable\r\n",
+    )
+    .await;
     raw_get(backend, "/bare", "").await;
+    let criticality = |value: &String| {
+        let facts = ChainFacts::parse(value.as_bytes());
+        facts.criticality.map_or("-", Criticality::as_str)
+    };
+    let said: Vec<_> = seen.lock().unwrap().iter().map(criticality).collect();
     assert_eq!(
-        *seen.lock().unwrap(),
+        said,
         ["sheddable", "sheddable", "normal", "normal"],
         "the caller's, then the policy's own when the caller says none"
     );

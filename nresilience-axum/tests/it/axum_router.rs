@@ -150,8 +150,7 @@ async fn n4_marker_extension_carries_the_context_into_a_spawned_task() {
 async fn c2_c4_the_marker_extension_carries_the_chain_facts_into_a_spawned_task() {
     let told = Request::get("/spawn-chain")
         .header(MARKER, "1")
-        .header(chain::DEPTH_HEADER, "2")
-        .header(chain::ATTEMPTS_HEADER, "16")
+        .header(chain::CHAIN_HEADER, "depth=2, attempts=16")
         .header(chain::DEADLINE_HEADER, "900")
         .body(Body::empty())
         .unwrap();
@@ -339,7 +338,7 @@ async fn c5_a_request_deeper_than_the_maximum_is_answered_508_overloaded_unhandl
     let layered = NestedRetryLayer::new().max_depth(2).layer(inner);
     let at_depth = |depth: &'static str| {
         Request::get("/")
-            .header("x-nresilience-depth", depth)
+            .header("x-nresilience-chain", format!("depth={depth}"))
             .body(Body::empty())
             .unwrap()
     };

@@ -12,11 +12,9 @@ use nresilience_core::chain;
 use proptest::prelude::*;
 use tower::{service_fn, Layer, ServiceExt};
 
-const HEADERS: [&str; 5] = [
+const HEADERS: [&str; 3] = [
     "x-nresilience-deadline-ms",
-    "x-nresilience-depth",
-    "x-nresilience-attempts",
-    "x-nresilience-criticality",
+    "x-nresilience-chain",
     "x-nresilience-retrying",
 ];
 
@@ -42,11 +40,16 @@ fn answer(values: &[Vec<Vec<u8>>]) -> StatusCode {
         .status()
 }
 
-/// Header values: digits, near-misses and arbitrary bytes, sometimes repeated.
+/// Header values: digits, members of the chain header and near-misses of them, and
+/// arbitrary bytes, sometimes repeated.
 fn values() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    let word = "([0-9]{1,12}|critical|normal|sheddable|1| 1|-3|\\+4|1e3)";
+    let member =
+        proptest::string::string_regex(&format!("(depth|attempts|criticality|Depth|x)[ =]{word}"))
+            .unwrap();
     let value = prop_oneof![
         "[0-9]{1,12}".prop_map(String::into_bytes),
-        "(critical|normal|sheddable|1| 1|-3|\\+4|1e3)".prop_map(String::into_bytes),
+        proptest::collection::vec(member, 1..4).prop_map(|members| members.join(", ").into_bytes()),
         proptest::collection::vec(any::<u8>(), 0..16),
     ];
     proptest::collection::vec(value, 0..3)
@@ -66,7 +69,7 @@ proptest! {
             .filter(|value| HeaderValue::from_bytes(value).is_ok())
             .collect();
         let depth = match sent.as_slice() {
-            [one] => chain::depth(one),
+            [one] => chain::ChainFacts::parse(one).depth,
             _ => None,
         };
         if depth.is_some_and(|depth| depth > 16) {

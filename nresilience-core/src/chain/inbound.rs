@@ -83,7 +83,8 @@ impl Inbound {
 /// The most hops a chain may say it has; a larger value is no value.
 const MAX_DEPTH: u32 = 100_000;
 
-/// The depth an `x-nresilience-depth` value says: a decimal from 1 to 100,000, digits only.
+/// The depth a `depth` member of `x-nresilience-chain` says: a decimal from 1 to 100,000,
+/// digits only.
 pub fn depth(value: &[u8]) -> Option<u32> {
     let depth = decimal(value, 6)?;
     u32::try_from(depth)
@@ -91,8 +92,8 @@ pub fn depth(value: &[u8]) -> Option<u32> {
         .filter(|depth| (1..=MAX_DEPTH).contains(depth))
 }
 
-/// The potential attempts an `x-nresilience-attempts` value says: a decimal from 1 to
-/// `u32::MAX`, digits only.
+/// The potential attempts an `attempts` member of `x-nresilience-chain` says: a decimal from
+/// 1 to `u32::MAX`, digits only.
 pub fn attempts(value: &[u8]) -> Option<u32> {
     u32::try_from(decimal(value, 10)?)
         .ok()

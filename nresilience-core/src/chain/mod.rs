@@ -16,17 +16,21 @@
 //!   (`x-nresilience-deadline-ms`); a retrying call made while serving it gives up no later
 //!   than its caller does, instead of retrying for a caller that has gone ([`Inbound`]).
 //!
-//! - **Depth and potential attempts**: every request says how deep in the chain it is and
-//!   how many attempts could reach it (`x-nresilience-depth`, `x-nresilience-attempts`), so
-//!   a nested retry reports the worst case and a hop calling itself is stopped.
+//! - **Depth, potential attempts and criticality**: every request says how deep in the chain
+//!   it is, how many attempts could reach it and how much its caller waits on it, in one
+//!   header (`x-nresilience-chain: depth=2, attempts=9, criticality=normal`, [`ChainFacts`]),
+//!   so a nested retry reports the worst case, a hop calling itself is stopped, and the hops
+//!   below shed what nobody waits on first.
 //!
 //! The HTTP crates write and read these headers; [`Learned`] is how a server layer finds out,
 //! without handler code, how the retrying calls made while serving one request ended.
 
+mod facts;
 mod inbound;
 pub(crate) mod learned;
 mod signal;
 
+pub use facts::{ChainFacts, CHAIN_HEADER};
 pub use inbound::{
     attempts, deadline_from, deadline_ms, deadline_value, depth, inbound, serving, serving_sync,
     Inbound,
@@ -46,15 +50,3 @@ pub const RETRIED_HEADER: &str = "x-nresilience-retried";
 /// The header that says how long the caller will still wait for this attempt, in whole
 /// milliseconds: the smaller of its call's deadline left and the attempt's timeout.
 pub const DEADLINE_HEADER: &str = "x-nresilience-deadline-ms";
-
-/// The header that says how deep in the chain a request is: `1` from the first hop that
-/// calls out, one more at each hop below.
-pub const DEPTH_HEADER: &str = "x-nresilience-depth";
-
-/// The header that says how much the caller is waiting on the answer: `critical`, `normal`
-/// or `sheddable`.
-pub const CRITICALITY_HEADER: &str = "x-nresilience-criticality";
-
-/// The header that says how many attempts the calls above could make to reach the hop a
-/// request goes to: each hop multiplies it by its call's maximum attempts.
-pub const ATTEMPTS_HEADER: &str = "x-nresilience-attempts";

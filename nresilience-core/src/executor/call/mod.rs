@@ -279,20 +279,20 @@ impl<E> Call<E> {
         &self.span
     }
 
-    /// How much the caller waits on this call, for `x-nresilience-criticality`: the policy's,
+    /// How much the caller waits on this call, for `x-nresilience-chain`: the policy's,
     /// or the request's when the policy takes it from there.
     pub fn criticality(&self) -> Criticality {
         self.criticality
     }
 
-    /// This call's depth in the chain, for `x-nresilience-depth`: one more than the request
+    /// This call's depth in the chain, for `x-nresilience-chain`: one more than the request
     /// being served said, `1` outside any.
     pub fn depth(&self) -> u32 {
         self.depth
     }
 
     /// The attempts that could reach the dependency through this call and every call above
-    /// it, for `x-nresilience-attempts`: what the request being served said, times this
+    /// it, for `x-nresilience-chain`: what the request being served said, times this
     /// call's maximum attempts.
     pub fn potential_attempts(&self) -> u32 {
         self.attempts_above.saturating_mul(self.max_attempts)

@@ -120,7 +120,7 @@ impl RetryPolicyBuilder {
     }
 
     /// Whether a call takes its criticality from the request being served
-    /// (`x-nresilience-criticality`, read by the server layer), falling back to
+    /// (the `criticality` of `x-nresilience-chain`, read by the server layer), falling back to
     /// [`criticality`](Self::criticality) when the request says none: a backfill two hops up
     /// stays sheddable here. Only a policy that retries under a budget has a use for it, so
     /// `build` refuses it with one attempt or no budget. Defaults to `false`.
