@@ -268,7 +268,8 @@ where
     outbound::stamp_attempt(headers, &attempt, &span);
     let future = {
         let _entered = span.enter();
-        this.service.call(this.source.next_request())
+        this.service
+            .call(this.source.next_request(attempt.number() == 1))
     };
     if hedge {
         this.flights.as_mut().hedge(attempt, span, future);

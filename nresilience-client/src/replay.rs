@@ -35,12 +35,35 @@ impl Template {
 
     /// A copy of the request, for one attempt.
     pub(crate) fn request(&self) -> Request<RetryBody> {
-        let mut request = Request::new(RetryBody::buffered(self.body.clone()));
-        *request.method_mut() = self.method.clone();
-        *request.uri_mut() = self.uri.clone();
+        self.copy().into_request()
+    }
+
+    /// The request itself, for the first attempt, leaving a copy behind for the next: the
+    /// request's headers were stamped with room to spare, and a copy's have none, so the
+    /// `Host` header the connection pool adds to an HTTP/1 request would grow them again.
+    pub(crate) fn take(&mut self) -> Request<RetryBody> {
+        let copy = self.copy();
+        std::mem::replace(self, copy).into_request()
+    }
+
+    fn copy(&self) -> Self {
+        Self {
+            method: self.method.clone(),
+            uri: self.uri.clone(),
+            version: self.version,
+            headers: self.headers.clone(),
+            extensions: self.extensions.clone(),
+            body: self.body.clone(),
+        }
+    }
+
+    fn into_request(self) -> Request<RetryBody> {
+        let mut request = Request::new(RetryBody::buffered(self.body));
+        *request.method_mut() = self.method;
+        *request.uri_mut() = self.uri;
         *request.version_mut() = self.version;
-        *request.headers_mut() = self.headers.clone();
-        *request.extensions_mut() = self.extensions.clone();
+        *request.headers_mut() = self.headers;
+        *request.extensions_mut() = self.extensions;
         request
     }
 }
@@ -71,12 +94,18 @@ impl Source {
         }
     }
 
-    /// The request the next attempt is sent as: a copy of the template, or the one request of
-    /// a call that makes one attempt. Built where it is passed on, not moved there.
+    /// The request the next attempt is sent as: the template itself for the `first`, a copy
+    /// left in its place (see [`Template::take`]); a copy of the template for the others; or
+    /// the one request of a call that makes one attempt. Built where it is passed on, not
+    /// moved there.
     #[inline(always)]
-    pub(crate) fn next_request(&mut self) -> Request<RetryBody> {
+    pub(crate) fn next_request(&mut self, first: bool) -> Request<RetryBody> {
         if let Source::Template(template) = self {
-            return template.request();
+            return if first {
+                template.take()
+            } else {
+                template.request()
+            };
         }
         match std::mem::replace(self, Source::Sent) {
             Source::Once(request) => {
