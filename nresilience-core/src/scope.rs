@@ -62,8 +62,18 @@ pub(crate) fn update<T: Carried>(f: impl FnOnce(&mut T)) {
 
 /// Runs `f` carrying `value`; returns what `f` returned and the value as `f` left it.
 #[inline]
-pub(crate) fn sync_scope<T: Carried, R>(value: T, f: impl FnOnce() -> R) -> (R, T) {
-    /// Puts the outer value back however `f` ends, a panic included.
+pub(crate) fn sync_scope<T: Carried, R>(mut value: T, f: impl FnOnce() -> R) -> (R, T) {
+    let output = sync_scope_mut(&mut value, f);
+    (output, value)
+}
+
+/// Runs `f` carrying `*value`, and leaves in `*value` what `f` made of it.
+///
+/// By reference, so that a poll's output goes straight to the caller instead of through a
+/// tuple with the value.
+#[inline]
+pub(crate) fn sync_scope_mut<T: Carried, R>(value: &mut T, f: impl FnOnce() -> R) -> R {
+    /// Puts the outer value back if `f` panics.
     struct Restore<T: Carried>(Option<T>);
 
     impl<T: Carried> Drop for Restore<T> {
@@ -72,11 +82,15 @@ pub(crate) fn sync_scope<T: Carried, R>(value: T, f: impl FnOnce() -> R) -> (R, 
         }
     }
 
-    let restore = Restore(T::slot().replace(Some(value)));
+    let restore = Restore(T::slot().replace(Some(*value)));
     let output = f();
-    let value = T::slot().get().unwrap_or(value);
-    drop(restore);
-    (output, value)
+    let outer = restore.0;
+    // `f` returned: one swap puts the outer value back and hands over the inner one.
+    std::mem::forget(restore);
+    if let Some(inside) = T::slot().replace(outer) {
+        *value = inside;
+    }
+    output
 }
 
 pin_project! {
@@ -108,9 +122,7 @@ impl<T: Carried, F: Future> Future for Scoped<T, F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let future = this.future;
-        let (output, value) = sync_scope(*this.value, || future.poll(cx));
-        *this.value = value;
-        output
+        sync_scope_mut(this.value, || future.poll(cx))
     }
 }
 

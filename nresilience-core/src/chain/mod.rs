@@ -35,7 +35,7 @@ pub use inbound::{
     attempts, deadline_from, deadline_ms, deadline_value, depth, inbound, serving, serving_sync,
     Inbound,
 };
-pub use learned::{learning, Learned, LearningFuture};
+pub use learned::{learning, learning_sync, Learned, LearningFuture};
 pub use signal::{grpc_timeout, overloaded, retried, single};
 
 /// The header that says a hop is shedding load: its own call was refused.
