@@ -8,10 +8,9 @@ use std::task::{Context, Poll};
 use http::header::{HeaderValue, RETRY_AFTER};
 use http::{Response, StatusCode};
 use nresilience_core::chain::{
-    self, Inbound, Learned, LearningFuture, OVERLOADED_HEADER, OVERLOADED_VALUE, RETRIED_HEADER,
+    self, Inbound, Learned, OVERLOADED_HEADER, OVERLOADED_VALUE, RETRIED_HEADER,
 };
-use nresilience_core::nesting::NestingSource;
-use nresilience_core::scope::Scoped;
+use nresilience_core::nesting::{self, NestingSource};
 use pin_project_lite::pin_project;
 
 use crate::call_failed::whole_seconds;
@@ -27,7 +26,11 @@ pin_project! {
         F: Future,
     {
         #[pin]
-        learning: LearningFuture<Kind<F>>,
+        kind: Kind<F>,
+        learned: Learned,
+        // What the request carried, set around each poll; `None` on most requests.
+        nesting: Option<NestingSource>,
+        told: Option<Inbound>,
     }
 }
 
@@ -43,30 +46,37 @@ pin_project! {
     where
         F: Future,
     {
-        Marked { #[pin] future: Scoped<NestingSource, F> },
-        Unmarked { #[pin] future: F },
-        Told { #[pin] future: Scoped<Inbound, F> },
-        MarkedAndTold { #[pin] future: Scoped<Inbound, Scoped<NestingSource, F>> },
+        Serving { #[pin] future: F },
         // Boxed: rare, and an answer is larger than most futures that make one.
         Answered { output: Option<Box<F::Output>> },
     }
 }
 
 impl<F: Future> ResponseFuture<F> {
-    pub(crate) fn marked(future: Scoped<NestingSource, F>) -> Self {
-        ResponseFuture {
-            learning: chain::learning(Kind::Marked { future }),
-        }
+    /// The inner service's future for a request that carried neither the marker nor the
+    /// caller's word.
+    pub(crate) fn unmarked(future: F) -> Self {
+        Self::carrying(future, None, None)
     }
 
-    pub(crate) fn unmarked(future: F) -> Self {
+    /// The inner service's future, run inside `nesting` and `told` when they are `Some`.
+    pub(crate) fn carrying(
+        future: F,
+        nesting: Option<NestingSource>,
+        told: Option<Inbound>,
+    ) -> Self {
         ResponseFuture {
-            learning: chain::learning(Kind::Unmarked { future }),
+            kind: Kind::Serving { future },
+            learned: Learned::default(),
+            nesting,
+            told,
         }
     }
 
     /// The answer to a request deeper than the layer allows: `508 Loop Detected` with the
     /// overload signal, so no hop above retries it.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn loop_detected<B, E>() -> Self
     where
         F: Future<Output = Result<Response<B>, E>>,
@@ -79,38 +89,12 @@ impl<F: Future> ResponseFuture<F> {
             HeaderValue::from_static(OVERLOADED_VALUE),
         );
         ResponseFuture {
-            learning: chain::learning(Kind::Answered {
+            kind: Kind::Answered {
                 output: Some(Box::new(Ok(response))),
-            }),
-        }
-    }
-
-    pub(crate) fn told(future: Scoped<Inbound, F>) -> Self {
-        ResponseFuture {
-            learning: chain::learning(Kind::Told { future }),
-        }
-    }
-
-    pub(crate) fn marked_and_told(future: Scoped<Inbound, Scoped<NestingSource, F>>) -> Self {
-        ResponseFuture {
-            learning: chain::learning(Kind::MarkedAndTold { future }),
-        }
-    }
-}
-
-impl<F: Future> Future for Kind<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project() {
-            KindProj::Marked { future } => future.poll(cx),
-            KindProj::Unmarked { future } => future.poll(cx),
-            KindProj::Told { future } => future.poll(cx),
-            KindProj::MarkedAndTold { future } => future.poll(cx),
-            KindProj::Answered { output } => match output.take() {
-                Some(output) => Poll::Ready(*output),
-                None => panic!("ResponseFuture polled after completion"),
             },
+            learned: Learned::default(),
+            nesting: None,
+            told: None,
         }
     }
 }
@@ -122,14 +106,30 @@ where
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut learning = self.project().learning;
-        let mut output = std::task::ready!(learning.as_mut().poll(cx));
-        if let Ok(response) = &mut output {
+        let this = self.project();
+        let (nesting, told) = (*this.nesting, *this.told);
+        let kind = this.kind;
+        let mut poll = chain::learning_sync(this.learned, || match kind.project() {
+            KindProj::Serving { future } => match (nesting, told) {
+                (None, None) => future.poll(cx),
+                (Some(source), None) => nesting::sync_scope(source, || future.poll(cx)),
+                (None, Some(told)) => chain::serving_sync(told, || future.poll(cx)),
+                (Some(source), Some(told)) => {
+                    chain::serving_sync(told, || nesting::sync_scope(source, || future.poll(cx)))
+                }
+            },
+            KindProj::Answered { output } => match output.take() {
+                Some(output) => Poll::Ready(*output),
+                None => panic!("ResponseFuture polled after completion"),
+            },
+        });
+        // Inspected where it lies: the answer is not moved on its way out.
+        if let Poll::Ready(Ok(response)) = &mut poll {
             if response.status().is_server_error() {
-                stamp(response, learning.value());
+                stamp(response, this.learned);
             }
         }
-        Poll::Ready(output)
+        poll
     }
 }
 

@@ -2,8 +2,8 @@
 
 use std::task::{Context, Poll};
 
-use http::{Request, Response};
-use nresilience_core::chain;
+use http::{HeaderMap, Request, Response};
+use nresilience_core::chain::{self, Inbound};
 use nresilience_core::nesting::{self, NestingSource};
 use tower::{Layer, Service};
 
@@ -143,56 +143,93 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        if self.ignore_inbound {
-            if request.headers_mut().remove(&MARKER).is_some() {
-                tracing::debug!("removed inbound nested-retry marker: this hop ignores it");
-            }
-            inbound::remove(request.headers_mut());
-            return ResponseFuture::unmarked(self.inner.call(request));
-        }
+    // Out of line: inlined into the services around it, it made them copy the request and
+    // the future more than the call costs.
+    #[inline(never)]
+    fn call(&mut self, request: Request<B>) -> Self::Future {
         // Most requests carry none of the chain's headers: one pass over the names, no
-        // lookup by name.
-        let Some(said) = inbound::said(request.headers()) else {
-            return ResponseFuture::unmarked(self.inner.call(request));
+        // lookup by name, and nothing else to do.
+        if !inbound::any_prefixed(request.headers()) {
+            return ResponseFuture::unmarked(call_inner(&mut self.inner, request));
+        }
+        if self.ignore_inbound {
+            let future = call_carrying(&mut self.inner, request, None, None, true);
+            return ResponseFuture::unmarked(future);
+        }
+        let Some((nesting, told)) = self.read_chain(request.headers()) else {
+            return ResponseFuture::loop_detected();
         };
+        let future = call_carrying(&mut self.inner, request, nesting, told, false);
+        ResponseFuture::carrying(future, nesting, told)
+    }
+}
+
+/// The inner service's `call`, kept out of line: inlined, its future is built on the stack
+/// and copied into the response future instead of in place.
+#[inline(never)]
+fn call_inner<S: Service<R>, R>(inner: &mut S, request: R) -> S::Future {
+    inner.call(request)
+}
+
+/// The inner service's `call` for a request with a header of the chain's prefix: with what
+/// it carried in its extensions and around the call, or, at an edge (`strip`), without any
+/// of it.
+///
+/// The request is changed here, where it is owned, rather than by the caller, which only
+/// reads it: measured cheaper.
+#[inline(never)]
+fn call_carrying<S, B>(
+    inner: &mut S,
+    mut request: Request<B>,
+    nesting: Option<NestingSource>,
+    told: Option<Inbound>,
+    strip: bool,
+) -> S::Future
+where
+    S: Service<Request<B>>,
+{
+    if strip {
+        if request.headers_mut().remove(&MARKER).is_some() {
+            tracing::debug!("removed inbound nested-retry marker: this hop ignores it");
+        }
+        inbound::remove(request.headers_mut());
+    }
+    if nesting.is_some() {
+        request
+            .extensions_mut()
+            .insert(RetryMarker::with_chain(told));
+    }
+    if let Some(told) = told {
+        // Task-locals do not cross `tokio::spawn`; the extension does.
+        request.extensions_mut().insert(told);
+    }
+    match (nesting, told) {
+        (None, None) => inner.call(request),
+        (Some(source), None) => nesting::sync_scope(source, || inner.call(request)),
+        (None, Some(told)) => chain::serving_sync(told, || inner.call(request)),
+        (Some(source), Some(told)) => {
+            chain::serving_sync(told, || nesting::sync_scope(source, || inner.call(request)))
+        }
+    }
+}
+
+impl<S> NestedRetry<S> {
+    /// What a request with a header of the chain's prefix carried: the nesting context when
+    /// it was marked, and its caller's word. `None` when the request is deeper than the layer
+    /// allows.
+    #[inline]
+    fn read_chain(&self, headers: &HeaderMap) -> Option<(Option<NestingSource>, Option<Inbound>)> {
+        let said = inbound::said(headers);
         let told = said.inbound();
-        let marked = said.marked(request.headers());
+        let marked = said.marked(headers);
         if let Some(depth) = told.map(|told| told.depth).filter(|&d| d > self.max_depth) {
             tracing::warn!(
                 depth,
                 max_depth = self.max_depth,
                 "nresilience.loop_detected"
             );
-            return ResponseFuture::loop_detected();
+            return None;
         }
-        if marked {
-            request
-                .extensions_mut()
-                .insert(RetryMarker::with_chain(told));
-        }
-        if let Some(told) = told {
-            // Task-locals do not cross `tokio::spawn`; the extension does.
-            request.extensions_mut().insert(told);
-        }
-        let inner = &mut self.inner;
-        match (marked, told) {
-            (false, None) => ResponseFuture::unmarked(inner.call(request)),
-            (true, None) => {
-                let future = nesting::sync_scope(NestingSource::Header, || inner.call(request));
-                ResponseFuture::marked(nesting::scope(NestingSource::Header, future))
-            }
-            (false, Some(told)) => {
-                let future = chain::serving_sync(told, || inner.call(request));
-                ResponseFuture::told(chain::serving(told, future))
-            }
-            (true, Some(told)) => {
-                let future = chain::serving_sync(told, || {
-                    nesting::sync_scope(NestingSource::Header, || inner.call(request))
-                });
-                let future = nesting::scope(NestingSource::Header, future);
-                ResponseFuture::marked_and_told(chain::serving(told, future))
-            }
-        }
+        Some((marked.then_some(NestingSource::Header), told))
     }
 }

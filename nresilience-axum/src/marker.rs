@@ -80,14 +80,20 @@ impl RetryMarker {
 ///
 /// A value is read as an HTTP list: a proxy may fold two marker lines into one, `1, 1`.
 /// Anything else — another value, an empty one, one that is not visible ASCII — is no marker.
+#[inline]
 pub(crate) fn value_is_one(value: &HeaderValue) -> bool {
     // The first test is what every nresilience client sends; the reading after it is for the rest.
+    value.as_bytes() == MARKER_VALUE.as_bytes() || list_has_one(value)
+}
+
+/// [`value_is_one`] for a value that is not exactly `1`.
+#[inline(never)]
+fn list_has_one(value: &HeaderValue) -> bool {
     // `to_str` refuses all but printable ASCII and tab: a non-UTF-8 value is simply no match.
-    value.as_bytes() == MARKER_VALUE.as_bytes()
-        || value.to_str().is_ok_and(|text| {
-            text.split(',')
-                .any(|element| element.trim_matches([' ', '\t']) == MARKER_VALUE)
-        })
+    value.to_str().is_ok_and(|text| {
+        text.split(',')
+            .any(|element| element.trim_matches([' ', '\t']) == MARKER_VALUE)
+    })
 }
 
 #[cfg(test)]
@@ -97,7 +103,7 @@ mod tests {
     use super::*;
 
     fn is_marked(headers: &HeaderMap) -> bool {
-        crate::inbound::said(headers).is_some_and(|said| said.marked(headers))
+        crate::inbound::said(headers).marked(headers)
     }
 
     fn headers(values: &[&[u8]]) -> HeaderMap {
