@@ -4,7 +4,9 @@
 //! Rows: the bare router; `Router::layer` with a layer that does nothing (axum boxes every
 //! layered route again: the cost of any layer there); with `NestedRetryLayer`, as the one-line
 //! registration and ignoring inbound; and `NestedRetry` wrapped around the whole router, which
-//! shows the layer's own cost without axum's re-boxing.
+//! shows the layer's own cost without axum's re-boxing. Every router is finalized with
+//! `with_state(())`, as `axum::serve` does: a router called without it rebuilds its routes,
+//! with their layers, for every request.
 //!
 //! ```text
 //! cargo bench -p nresilience-axum --bench layer
@@ -138,27 +140,27 @@ fn forms(rows: &mut Rows<'_>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a runtime");
-    rows.form(&runtime, "without layer", "bare", hello());
+    rows.form(&runtime, "without layer", "bare", hello().with_state(()));
     rows.form(
         &runtime,
         "identity layer",
         "identity",
-        hello().layer(Identity::new()),
+        hello().layer(Identity::new()).with_state(()),
     );
     rows.form(
         &runtime,
         "with layer",
         "layer",
-        hello().layer(NestedRetryLayer::new()),
+        hello().layer(NestedRetryLayer::new()).with_state(()),
     );
     let edge = NestedRetryLayer::new().ignore_inbound();
     rows.form(
         &runtime,
         "with layer ignoring inbound",
         "ignoring inbound",
-        hello().layer(edge),
+        hello().layer(edge).with_state(()),
     );
-    let around = NestedRetryLayer::new().layer(hello());
+    let around = NestedRetryLayer::new().layer(hello().with_state(()));
     rows.form(&runtime, "layer around the router", "around", around);
 }
 
