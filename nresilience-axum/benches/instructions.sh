@@ -26,7 +26,7 @@ command -v valgrind >/dev/null || missing+=(valgrind)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-cargo build --release -q -p nresilience-axum --example hello
+cargo build --release -q -p nresilience-axum --example wrk_server
 mkdir -p "$OUT"
 printf 'layer\tmarker\tround\trequests\tinstructions_per_req\n' >"$OUT/results.tsv"
 
@@ -34,7 +34,7 @@ measure() { # layer marker round
   local layer=$1 marker=$2 round=$3 tag="$1-$2-$3" header=()
   [ "$marker" = present ] && header=(-H "$MARKER")
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$OUT/$tag.callgrind" \
-    target/release/examples/hello --layer "$layer" --port 0 --seconds $((DURATION + 20)) \
+    target/release/examples/wrk_server --layer "$layer" --port 0 --seconds $((DURATION + 20)) \
     >"$OUT/$tag.server" 2>"$OUT/$tag.valgrind" &
   local pid=$! port=
   for _ in $(seq 200); do

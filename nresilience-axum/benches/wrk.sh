@@ -8,7 +8,7 @@
 # their own whose scheduling group has the highest priority, so that other sessions' compilers
 # do not decide the figures (they are all but paused meanwhile: keep such runs short).
 #
-# Servers (examples/hello.rs), all started at once and left running: `off` is the bare router,
+# Servers (examples/wrk_server.rs), all started at once and left running: `off` is the bare router,
 # `on` has NestedRetryLayer through `Router::layer`, `identity` a layer that does nothing there
 # (what axum's `Router::layer` costs for any layer), `around` NestedRetry wrapped around the
 # whole router. They share CPU 0, one worker thread each; wrk runs on CPU 1 (a 2-core
@@ -36,7 +36,7 @@ MARKER='x-nresilience-retrying: 1'
 if ! command -v wrk >/dev/null; then
   apt-get update -qq && apt-get install -y -qq wrk >/dev/null
 fi
-cargo build --release -q -p nresilience-axum --example hello
+cargo build --release -q -p nresilience-axum --example wrk_server
 if [ "$NICE" != 0 ] && [ -w /proc/self/autogroup ]; then echo "$NICE" >/proc/self/autogroup; fi
 mkdir -p "$OUT"
 printf 'layer\tmarker\tround\treq_per_s\tp99_us\tcpu_us_per_req\tuser_share\n' >"$OUT/results.tsv"
@@ -50,7 +50,7 @@ pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 for layer in $LAYERS; do
   # taskset execs the server: $! is the server itself.
-  taskset -c 0 target/release/examples/hello --layer "$layer" --port 0 \
+  taskset -c 0 target/release/examples/wrk_server --layer "$layer" --port 0 \
     --seconds "$lifetime" --threads 1 >"$OUT/server-$layer.out" &
   pid[$layer]=$!
   pids+=($!)

@@ -6,7 +6,7 @@
 //! `around` wraps the whole router in `NestedRetry` instead.
 //!
 //! ```text
-//! cargo run --release -p nresilience-axum --example hello -- --layer on --port 0 --seconds 30
+//! cargo run --release -p nresilience-axum --example wrk_server -- --layer on --port 0 --seconds 30
 //! ```
 
 use std::convert::Infallible;
