@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::{Request, Response, Uri};
 use http_body::Body;
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::{Connect, HttpConnector};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
 use nresilience_core::{RetryError, RetryPolicy};
@@ -16,10 +16,12 @@ use tower::{Layer, ServiceExt};
 use crate::body::{BoxError, RetryBody, TransportError};
 use crate::layer::{Retry, RetryLayer};
 
-type Inner = HyperClient<HttpConnector, RetryBody>;
+type Inner<C> = HyperClient<C, RetryBody>;
 
-/// A retrying HTTP/1 and HTTP/2 (prior knowledge off: HTTP/1 unless configured) client for
-/// plain TCP, built on hyper-util, with [`RetryLayer`] in front.
+/// A retrying HTTP/1 and HTTP/2 (prior knowledge off: HTTP/1 unless configured) client,
+/// built on hyper-util, with [`RetryLayer`] in front: over plain TCP, or, with the feature
+/// `rustls`, over TLS as well ([`ClientBuilder::build_tls`]; `C` is then hyper-rustls's
+/// connector).
 ///
 /// Clones share the connection pool, the policy's buckets and the per-host buckets.
 ///
@@ -36,8 +38,8 @@ type Inner = HyperClient<HttpConnector, RetryBody>;
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
-pub struct Client {
-    service: Retry<Inner>,
+pub struct Client<C = HttpConnector> {
+    service: Retry<Inner<C>>,
 }
 
 /// Configures a [`Client`].
@@ -62,7 +64,12 @@ impl Client {
             http2_only: false,
         }
     }
+}
 
+impl<C> Client<C>
+where
+    C: Connect + Clone + Send + Sync + 'static,
+{
     /// Sends `request`, retrying as the policy allows.
     pub async fn request<B>(
         &self,
@@ -89,7 +96,7 @@ impl Client {
     }
 
     /// The retry layer in front of the connection pool.
-    pub fn layer(&self) -> &Retry<Inner> {
+    pub fn layer(&self) -> &Retry<Inner<C>> {
         &self.service
     }
 }
@@ -118,11 +125,63 @@ impl ClientBuilder {
         self
     }
 
-    /// The client.
+    /// The client, for `http` URIs.
     pub fn build(self) -> Client {
+        let connector = self.connector();
+        self.client(connector)
+    }
+
+    /// The client, for `https` and `http` URIs, with rustls configured by `tls` (its root
+    /// certificates say which servers it trusts; its ALPN protocols are set here, HTTP/2 and
+    /// HTTP/1.1, unless [`http2_only`](Self::http2_only)).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use nresilience_client::{rustls, Client};
+    /// use nresilience_core::RetryPolicy;
+    ///
+    /// # fn main() -> Result<(), rustls::Error> {
+    /// let provider = Arc::new(rustls::crypto::ring::default_provider());
+    /// let roots = rustls::RootCertStore::empty(); // add the CAs the client trusts
+    /// let tls = rustls::ClientConfig::builder_with_provider(provider)
+    ///     .with_safe_default_protocol_versions()?
+    ///     .with_root_certificates(roots)
+    ///     .with_no_client_auth();
+    /// let client = Client::builder(RetryPolicy::builder().name("inventory").build().unwrap())
+    ///     .build_tls(tls);
+    /// assert_eq!(client.layer().policy().name(), "inventory");
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "rustls")]
+    pub fn build_tls(
+        self,
+        tls: rustls::ClientConfig,
+    ) -> Client<hyper_rustls::HttpsConnector<HttpConnector>> {
+        let mut http = self.connector();
+        // The TLS connector hands `https` URIs to it: it must not refuse them.
+        http.enforce_http(false);
+        let builder = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http();
+        let connector = if self.http2_only {
+            builder.enable_http2().wrap_connector(http)
+        } else {
+            builder.enable_all_versions().wrap_connector(http)
+        };
+        self.client(connector)
+    }
+
+    fn connector(&self) -> HttpConnector {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(self.connect_timeout);
         connector.set_nodelay(true);
+        connector
+    }
+
+    fn client<C>(self, connector: C) -> Client<C>
+    where
+        C: Connect + Clone + Send + Sync + 'static,
+    {
         let inner = HyperClient::builder(TokioExecutor::new())
             .http2_only(self.http2_only)
             .build(connector);
@@ -132,7 +191,7 @@ impl ClientBuilder {
     }
 }
 
-impl fmt::Debug for Client {
+impl<C> fmt::Debug for Client<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
             .field("policy", self.service.policy())

@@ -34,3 +34,7 @@ pub use client::{Client, ClientBuilder};
 pub use future::ResponseFuture;
 pub use layer::{Retry, RetryLayer, Retryable, DEFAULT_MAX_BUFFERED_BODY};
 pub use nresilience_core::nesting::{MARKER_HEADER, MARKER_VALUE};
+/// The rustls that [`ClientBuilder::build_tls`] takes a configuration of, so that yours is
+/// the same version.
+#[cfg(feature = "rustls")]
+pub use rustls;
