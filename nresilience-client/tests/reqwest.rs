@@ -167,16 +167,26 @@ fn callers() -> Extensions {
     extensions
 }
 
-#[tokio::test(start_paused = true)]
-async fn every_attempt_starts_from_the_callers_extensions_and_the_answering_one_returns_them() {
-    let (addr, script) = server(&[(503, None), (200, None)]);
-    let client = counted(policy());
+/// A GET of `addr` through `client` with the [`callers`] extensions, and those extensions
+/// after the call.
+async fn get_with_callers(
+    client: &ClientWithMiddleware,
+    addr: std::net::SocketAddr,
+) -> (reqwest_middleware::Result<reqwest::Response>, Extensions) {
     let mut extensions = callers();
     let request = client.get(format!("http://{addr}/")).build().unwrap();
     let response = client
         .execute_with_extensions(request, &mut extensions)
-        .await
-        .unwrap();
+        .await;
+    (response, extensions)
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_attempt_starts_from_the_callers_extensions_and_the_answering_one_returns_them() {
+    let (addr, script) = server(&[(503, None), (200, None)]);
+    let client = counted(policy());
+    let (response, extensions) = get_with_callers(&client, addr).await;
+    let response = response.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(script.requests(), 2);
     // The retry started from the caller's 10, not from the first attempt's 11.
@@ -188,12 +198,8 @@ async fn every_attempt_starts_from_the_callers_extensions_and_the_answering_one_
 async fn a_first_attempt_that_answers_returns_its_extensions() {
     let (addr, script) = server(&[(200, None)]);
     let client = counted(policy());
-    let mut extensions = callers();
-    let request = client.get(format!("http://{addr}/")).build().unwrap();
-    let response = client
-        .execute_with_extensions(request, &mut extensions)
-        .await
-        .unwrap();
+    let (response, extensions) = get_with_callers(&client, addr).await;
+    let response = response.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(script.requests(), 1);
     assert_eq!(extensions.get::<Passed>(), Some(&Passed(11)));
@@ -206,12 +212,8 @@ async fn hg1_the_answering_hedge_returns_its_extensions_not_the_first_attempts()
     let (addr, script) = slow_server(vec![(200, None, Duration::from_secs(5))]);
     let hedging = Hedge::after(Duration::from_millis(50));
     let client = counted(policy().max_attempts(2).hedge(Some(hedging)));
-    let mut extensions = callers();
-    let request = client.get(format!("http://{addr}/")).build().unwrap();
-    let response = client
-        .execute_with_extensions(request, &mut extensions)
-        .await
-        .unwrap();
+    let (response, extensions) = get_with_callers(&client, addr).await;
+    let response = response.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(script.requests(), 2);
     assert_eq!(extensions.get::<Passed>(), Some(&Passed(11)));
@@ -226,12 +228,8 @@ async fn a_failed_call_leaves_the_callers_extensions_as_they_were() {
         .local_addr()
         .unwrap();
     let client = counted(policy().backoff(nresilience_core::Backoff::none()));
-    let mut extensions = callers();
-    let request = client.get(format!("http://{addr}/")).build().unwrap();
-    let error = client
-        .execute_with_extensions(request, &mut extensions)
-        .await
-        .unwrap_err();
+    let (response, extensions) = get_with_callers(&client, addr).await;
+    let error = response.unwrap_err();
     assert_eq!(retry_error(&error).map(RetryError::attempts), Some(3));
     assert_eq!(extensions.get::<Passed>(), Some(&Passed(10)));
     assert_eq!(extensions.get::<Sent>(), None);
