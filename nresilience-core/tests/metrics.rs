@@ -244,6 +244,12 @@ async fn b11_b12_c3_c4_hg2_o4_counters_histograms_and_gauges_carry_the_original_
         ),
         1.0
     );
+    // It has no duration: no (empty) duration series for it.
+    assert!(
+        !points.keys().any(|(name, tags)| name == ATTEMPT_DURATION
+            && tags.iter().any(|(_, value)| value == "cancelled")),
+        "{points:#?}"
+    );
     let p = ("nresilience.policy", "orders");
     // C3: calls and refusals carry the call's criticality.
     let c = ("nresilience.criticality", "normal");

@@ -17,8 +17,8 @@ use crate::criticality::Criticality;
 use crate::outcome::{RejectReason, StopReason};
 use crate::verdict::Verdict;
 
-/// A verdict's series: the six verdicts, and `cancelled` (counted only).
-const VERDICTS: usize = 7;
+/// A verdict's series, counted and timed.
+const VERDICTS: usize = 6;
 /// A call's outcome: the nine stop reasons, and `cancelled`.
 const OUTCOMES: usize = 10;
 const REASONS: usize = 3;
@@ -39,6 +39,9 @@ pub(crate) struct Instruments {
     /// Kept for the policy's life: the gauge is observed through its callback.
     _utilization: ObservableGauge<f64>,
     attempt_series: [OnceLock<Timed>; VERDICTS],
+    /// Attempts dropped unanswered: counted, never timed, so no duration series is bound
+    /// (a bound series is exported from then on, empty or not).
+    cancelled_series: OnceLock<BoundCounter<u64>>,
     call_series: [[OnceLock<Timed>; CRITICALITIES]; OUTCOMES],
     rejection_series: [[OnceLock<BoundCounter<u64>>; CRITICALITIES]; REASONS],
     hedge_series: [OnceLock<BoundCounter<u64>>; 2],
@@ -100,6 +103,7 @@ impl Instruments {
                 .with_description("overload control's limit on attempts in flight")
                 .build(),
             attempt_series: Default::default(),
+            cancelled_series: OnceLock::new(),
             call_series: Default::default(),
             rejection_series: Default::default(),
             hedge_series: Default::default(),
@@ -177,13 +181,8 @@ impl Instruments {
     /// Attempts dropped unanswered because another answered first (HG1): counted as
     /// attempts, with the verdict `cancelled` and no duration.
     pub(crate) fn cancelled_attempts(&self, count: u32) {
-        let series = &self.attempt_series[VERDICTS - 1];
-        series
-            .get_or_init(|| {
-                let tags = self.tags(VERDICT, CANCELLED);
-                Timed::bind(&self.attempts, &self.attempt_duration, &tags)
-            })
-            .count
+        self.cancelled_series
+            .get_or_init(|| self.attempts.bind(&self.tags(VERDICT, CANCELLED)))
             .add(u64::from(count));
     }
 
@@ -225,7 +224,7 @@ fn seconds(meter: &Meter, name: &'static str, description: &'static str) -> Hist
         .build()
 }
 
-/// The series of a verdict; `VERDICTS - 1` is `cancelled`'s.
+/// The series of a verdict.
 const fn verdict_index(verdict: Verdict) -> usize {
     match verdict {
         Verdict::Success => 0,
