@@ -6,4 +6,6 @@
 //! Each hop is a `fn …_app(..) -> Router`, so a test can drive it without sockets.
 
 pub mod chain;
+mod format;
+pub mod matrix;
 pub mod telemetry;

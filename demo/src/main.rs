@@ -1,8 +1,9 @@
 //! The nresilience demo: a frontend → backend → db chain on loopback.
 //!
 //! `demo` with no arguments runs the whole chain in one process once per row — nresilience
-//! with budgets on and off, no retries, and the peer libraries (SPEC P1) —, 20 s each with a
-//! 5-second fault in db, printing a line a second and the rows side by side. `demo
+//! with its defaults and with what it leaves off, no retries, and the peer libraries (P1) —,
+//! 20 s each with a 5-second fault in db, printing a line a second and the rows side by side.
+//! `demo --matrix` runs every row through every kind of fault (P3). `demo
 //! frontend|backend|db` runs one hop as its own process. The storm simulator is the
 //! `simulator` package's.
 
@@ -11,8 +12,8 @@ use std::sync::Arc;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
-use demo::chain::{self, Budget, ChainArgs, CurrentRun, DbArgs, Hop, Result, RetryArgs, Stats};
-use demo::telemetry;
+use demo::chain::{self, Budget, ChainArgs, CurrentRun, Db, DbArgs, Hop, Result, RetryArgs, Stats};
+use demo::{matrix, telemetry};
 
 #[derive(Debug, Parser)]
 #[command(about = "The frontend → backend → db chain that shows nresilience at work")]
@@ -78,14 +79,23 @@ async fn main() -> Result<()> {
     let stats = Arc::new(Stats::new());
     let current = Arc::new(CurrentRun::new(Arc::clone(&stats)));
     match cli.command {
+        None if cli.chain.matrix => {
+            let args = cli.chain.clone();
+            tokio::task::spawn_blocking(move || matrix::run(&args).map(drop)).await??;
+        }
         None => {
             let _telemetry = telemetry::init("demo", Arc::clone(&current))?;
-            chain::run_all(&cli.chain, &current).await?;
+            match &cli.chain.cell {
+                Some(cell) => drop(matrix::run_cell(cell, &current).await?),
+                None => drop(chain::run_all(&cli.chain, &current).await?),
+            }
         }
         Some(Command::Db(hop)) => {
             let telemetry = telemetry::init(Hop::Db.name(), current)?;
-            let app = chain::db_app(Arc::clone(&stats), hop.db);
-            serve_hop(Hop::Db, app, hop.listen, stats, &telemetry).await?;
+            let db = Db::new(Arc::clone(&stats), hop.db);
+            let app = db.app().merge(telemetry.metrics_router());
+            let serving = db.serve(app, hop.listen, std::future::pending());
+            serve_hop(Hop::Db, serving, stats).await?;
         }
         Some(Command::Backend(hop)) => serve_retrying(Hop::Backend, hop, stats, current).await?,
         Some(Command::Frontend(hop)) => serve_retrying(Hop::Frontend, hop, stats, current).await?,
@@ -102,23 +112,22 @@ async fn serve_retrying(
     // Before the client: its policy takes its instruments from the meter provider.
     let telemetry = telemetry::init(hop.name(), current)?;
     let client = chain::hop_client(hop, args.retry, args.budget)?;
-    let app = chain::hop_app(hop, Arc::clone(&stats), client, args.upstream);
-    serve_hop(hop, app, args.listen, stats, &telemetry).await
+    let app = chain::hop_app(hop, Arc::clone(&stats), client, args.upstream)
+        .merge(telemetry.metrics_router());
+    serve_hop(hop, chain::serve(app, args.listen), stats).await
 }
 
-/// Serves one hop, and its metrics at `/metrics`, until interrupted.
+/// Serves one hop, and its metrics at `/metrics`, until interrupted: `serving` binds it and
+/// says where.
 async fn serve_hop(
     hop: Hop,
-    app: axum::Router,
-    listen: SocketAddr,
+    serving: impl std::future::Future<Output = Result<SocketAddr>>,
     stats: Arc<Stats>,
-    telemetry: &telemetry::Telemetry,
 ) -> Result<()> {
     // Listening for Ctrl-C before saying so: an interrupt right after the line below must
     // stop the hop cleanly, not kill it.
     let interrupted = interrupted()?;
-    let app = app.merge(telemetry.metrics_router());
-    let addr = chain::serve(app, listen).await?;
+    let addr = serving.await?;
     println!("{} listening on http://{addr}/", hop.name());
     let ticker = tokio::spawn(hop_progress(hop, Arc::clone(&stats)));
     interrupted.await;

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use demo::chain::{
-    self, Budget, Ceiling, ChainArgs, CurrentRun, DbArgs, Hop, NestedCounter, Overload, RetryArgs,
-    Rules, Stack, Stats,
+    self, Budget, Ceiling, ChainArgs, CurrentRun, DbArgs, FaultArgs, FaultKind, Hop, NestedCounter,
+    Overload, RetryArgs, Rules, Stack, Stats,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -16,27 +16,28 @@ fn args(budget: Budget) -> ChainArgs {
         duration: Some(3),
         rps: 100,
         user_timeout_ms: 2_000,
-        stacks: None,
         budget: Some(budget),
-        compare: false,
-        plot: None,
         json: true,
         retry: RetryArgs {
-            attempts: 4,
-            ceiling: Ceiling::Learning,
-            chain_rules: Rules::On,
-            deadline_ms: 30_000,
-            overload: Overload::On,
+            attempts: Some(4),
+            ceiling: Some(Ceiling::Learning),
+            chain_rules: Some(Rules::On),
+            deadline_ms: Some(30_000),
+            overload: Some(Overload::On),
         },
         db: DbArgs {
             db_workers: 100,
             db_queue: 1_000,
             db_query_ms: 2,
-            fault_start: 1,
-            fault_length: 1,
-            fault_slowdown: 2.0,
-            fault_error_rate: 1.0,
+            fault: FaultArgs {
+                fault: FaultKind::Errors,
+                fault_start: 1,
+                fault_length: 1,
+                fault_error_rate: Some(1.0),
+                ..FaultArgs::default()
+            },
         },
+        ..ChainArgs::default()
     }
 }
 

@@ -62,7 +62,19 @@ fn d4_compare_runs_nresilience_with_budgets_off_then_on_and_draws_both() {
     let (runs, svg) = run(&["--compare"]);
     assert_eq!(stacks(&runs), ["nresilience-no-budget", "nresilience"]);
     for run in &runs {
-        assert_eq!(run["chain_rules"], "on", "{run}");
+        // Each row names its settings, and which are the library's defaults (P4).
+        let settings = run["settings"]["settings"].as_array().unwrap();
+        let budget = settings
+            .iter()
+            .find(|s| s["name"] == "retry budget")
+            .unwrap();
+        let off = run["stack"] == "nresilience-no-budget";
+        assert_eq!(budget["value"], if off { "off" } else { "on" }, "{run}");
+        assert_eq!(
+            budget["source"],
+            if off { "changed" } else { "default" },
+            "{run}"
+        );
         assert!(
             run["budget_refusals"]["backend"].as_u64().is_some(),
             "{run}"
@@ -73,7 +85,7 @@ fn d4_compare_runs_nresilience_with_budgets_off_then_on_and_draws_both() {
 
 #[test]
 fn p1_the_peer_rows_run_the_same_chain_and_name_their_stack() {
-    let rows = "none,reqwest-1s,reqwest-retry-5s,tower-1s";
+    let rows = "none,reqwest-1s,reqwest-retry-5s,tower-1s,tower-resilience-5s";
     let (runs, svg) = run(&["--stacks", rows]);
     assert_eq!(stacks(&runs), rows.split(',').collect::<Vec<_>>());
     for run in &runs {
@@ -81,10 +93,14 @@ fn p1_the_peer_rows_run_the_same_chain_and_name_their_stack() {
         assert!(svg.contains(&format!("{stack}:")), "{stack} is drawn");
         // A peer's row has no nresilience settings and no budget refusals to report.
         assert!(
-            run["chain_rules"].is_null() && run["budget_refusals"].is_null(),
+            run["settings"]["settings"].as_array().unwrap().is_empty()
+                && run["budget_refusals"].is_null(),
             "{run}"
         );
-        assert!(!run["description"].as_str().unwrap().is_empty(), "{run}");
+        assert!(
+            !run["settings"]["description"].as_str().unwrap().is_empty(),
+            "{run}"
+        );
         // Healthy before the fault: every call reached db through the peer's hops.
         assert_eq!(run["success"]["before"].as_f64(), Some(1.0), "{run}");
         assert!(run["attempts"]["db"].as_u64().unwrap() >= 20, "{run}");

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use demo::chain::{db_app, DbArgs, Stats};
+use demo::chain::{db_app, DbArgs, FaultArgs, Stats};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
@@ -18,10 +18,11 @@ fn one_worker(stats: &Arc<Stats>, queue: u32) -> axum::Router {
         db_workers: 1,
         db_queue: queue,
         db_query_ms: 100,
-        fault_start: 86_400,
-        fault_length: 0,
-        fault_slowdown: 1.0,
-        fault_error_rate: 0.0,
+        fault: FaultArgs {
+            fault_start: 86_400,
+            fault_length: 0,
+            ..FaultArgs::default()
+        },
     };
     db_app(Arc::clone(stats), settings)
 }

@@ -20,13 +20,39 @@ fn refused(args: &[&str]) -> String {
 fn d5_values_that_would_fail_every_request_are_refused_with_the_reason() {
     for (args, says) in [
         (
-            &["--fault-error-rate", "NaN"][..],
+            &["--fault", "errors", "--fault-error-rate", "NaN"][..],
             "--fault-error-rate must be a share from 0 to 1",
         ),
         (
-            &["--fault-error-rate", "1.5"],
+            &["--fault", "errors", "--fault-error-rate", "1.5"],
             "--fault-error-rate must be a share from 0 to 1",
         ),
+        (
+            &["--fault-error-rate", "0.5"],
+            "--fault-error-rate sets the strength of another kind of fault than --fault slow",
+        ),
+        (
+            &["--fault", "surge", "--fault-surge", "inf"],
+            "--fault-surge must be a finite factor from 1",
+        ),
+        (
+            &["--fault", "surge", "--fault-surge", "0"],
+            "--fault-surge must be a finite factor from 1",
+        ),
+        (
+            &["--fault", "throttle", "--fault-throttle-rps", "0"],
+            "--fault-throttle-rps must be from 1",
+        ),
+        (
+            &["--fault", "brownout", "--fault-slowdown", "NaN"],
+            "--fault-slowdown must be a finite factor",
+        ),
+        (
+            &["--fault", "stall", "--fault-slowdown", "2"],
+            "--fault-slowdown sets the strength of another kind of fault than --fault stall",
+        ),
+        (&["--matrix", "--jobs", "0"], "--jobs must be from 1 to 16"),
+        (&["--matrix", "--jobs", "17"], "--jobs must be from 1 to 16"),
         (
             &["--fault-slowdown", "inf"],
             "--fault-slowdown must be a finite factor",
@@ -60,7 +86,7 @@ fn d5_values_that_would_fail_every_request_are_refused_with_the_reason() {
         ),
         (&["--attempts", "0"], "--attempts must be at least 1"),
         (
-            &["db", "--fault-error-rate=-0.5"],
+            &["db", "--fault", "errors", "--fault-error-rate=-0.5"],
             "--fault-error-rate must be a share",
         ),
     ] {
@@ -117,6 +143,24 @@ fn d5_a_hop_refuses_the_flags_it_would_ignore() {
             said.contains(&format!("unexpected argument '{flag}'")),
             "{args:?}: {said}"
         );
+    }
+}
+
+#[test]
+fn p3_the_matrix_refuses_what_it_sets_itself_and_faults_it_does_not_know() {
+    for (args, says) in [
+        (&["--matrix", "--fault", "stall"][..], "cannot be used with"),
+        (&["--matrix", "--duration", "5"], "cannot be used with"),
+        (&["--matrix", "--compare"], "cannot be used with"),
+        (&["--faults", "slow"], "required"),
+        (
+            &["--matrix", "--faults", "slow,melt"],
+            "invalid value 'melt'",
+        ),
+        (&["--fault", "melt"], "invalid value 'melt'"),
+    ] {
+        let said = refused(args);
+        assert!(said.contains(says), "{args:?}: {said}");
     }
 }
 

@@ -42,11 +42,11 @@ async fn d5_an_answer_says_what_failed_in_a_few_words_not_the_internal_error() {
     let upstream = format!("http://{}/", closed.local_addr().unwrap());
     drop(closed);
     let retry = RetryArgs {
-        attempts: 2,
-        ceiling: Ceiling::Learning,
-        chain_rules: Rules::On,
-        deadline_ms: 30_000,
-        overload: Overload::On,
+        attempts: Some(2),
+        ceiling: Some(Ceiling::Learning),
+        chain_rules: Some(Rules::On),
+        deadline_ms: Some(30_000),
+        overload: Some(Overload::On),
     };
     let client = chain::hop_client(Hop::Backend, retry, Budget::Off).unwrap();
     let app = chain::hop_app(

@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use demo::chain::{
-    self, Ceiling, ChainArgs, DbArgs, Overload, RetryArgs, Rules, Stack, Stats, Summary,
+    self, Ceiling, ChainArgs, DbArgs, FaultArgs, FaultKind, Overload, RetryArgs, Rules, Stack,
+    Stats, Summary,
 };
 
 /// Five seconds at 100 calls a second, users waiting 1 s; db serves 200 a second until it is
@@ -17,27 +18,28 @@ fn args(overload: Overload) -> ChainArgs {
         duration: Some(5),
         rps: 100,
         user_timeout_ms: 1_000,
-        stacks: None,
         budget: None,
-        compare: false,
-        plot: None,
         json: true,
         retry: RetryArgs {
-            attempts: 4,
-            ceiling: Ceiling::Learning,
-            chain_rules: Rules::On,
-            deadline_ms: 30_000,
-            overload,
+            attempts: Some(4),
+            ceiling: Some(Ceiling::Learning),
+            chain_rules: Some(Rules::On),
+            deadline_ms: Some(30_000),
+            overload: Some(overload),
         },
         db: DbArgs {
             db_workers: 2,
             db_queue: 1_000,
             db_query_ms: 10,
-            fault_start: 1,
-            fault_length: 3,
-            fault_slowdown: 10.0,
-            fault_error_rate: 0.0,
+            fault: FaultArgs {
+                fault: FaultKind::Slow,
+                fault_start: 1,
+                fault_length: 3,
+                fault_slowdown: Some(10.0),
+                ..FaultArgs::default()
+            },
         },
+        ..ChainArgs::default()
     }
 }
 

@@ -78,6 +78,7 @@ async fn p1_each_peer_retries_a_server_error_as_its_documentation_configures_it(
         Peer::Reqwest(SHORT),
         Peer::ReqwestRetry(SHORT),
         Peer::Tower(SHORT),
+        Peer::TowerResilience(SHORT),
     ] {
         let (status, seen, headers) = through(peer, 1).await;
         assert_eq!((status, seen), (StatusCode::OK, 2), "{peer:?}");
@@ -92,11 +93,13 @@ async fn p1_each_peer_retries_a_server_error_as_its_documentation_configures_it(
 
 #[tokio::test]
 async fn p1_each_peer_stops_at_its_own_retry_count_and_passes_the_status_on() {
-    // reqwest's own retries: 2 on top of the first; reqwest-retry and the tower policy: 3.
+    // reqwest's own retries: 2 on top of the first; reqwest-retry and the tower policy: 3;
+    // tower-resilience's README: 5 attempts.
     for (peer, attempts) in [
         (Peer::NoRetries, 1),
         (Peer::Reqwest(SHORT), 3),
         (Peer::Tower(SHORT), 4),
+        (Peer::TowerResilience(SHORT), 5),
     ] {
         let (status, seen, _) = through(peer, u32::MAX).await;
         assert_eq!(

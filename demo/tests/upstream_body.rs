@@ -35,11 +35,11 @@ async fn broken_upstream(stall: bool) -> String {
 /// What a backend in front of `upstream` answers a request whose caller waits 300 ms.
 async fn backend_answer(upstream: String) -> (u16, Duration) {
     let retry = RetryArgs {
-        attempts: 1,
-        ceiling: Ceiling::Learning,
-        chain_rules: Rules::On,
-        deadline_ms: 30_000,
-        overload: Overload::On,
+        attempts: Some(1),
+        ceiling: Some(Ceiling::Learning),
+        chain_rules: Some(Rules::On),
+        deadline_ms: Some(30_000),
+        overload: Some(Overload::On),
     };
     let client = chain::hop_client(Hop::Backend, retry, Budget::On).unwrap();
     let app = chain::hop_app(Hop::Backend, Arc::new(Stats::new()), client, upstream);

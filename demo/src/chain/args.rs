@@ -5,12 +5,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use nresilience_core::AttemptCeiling;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use super::fault::{Fault, FaultArgs};
 
 use super::stack::Stack;
+use crate::matrix::MatrixFault;
 
 /// Whether each hop's retry budget is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Budget {
     /// Retries are bounded by 10 % of successes.
@@ -20,10 +23,11 @@ pub enum Budget {
 }
 
 /// Which measured attempt ceiling the hops' clients use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Ceiling {
-    /// Refitted every second, learning from the attempts it cuts (SPEC E5, E7; the default).
+    /// Refitted every second, learning from the attempts it cuts (E5, E7; the library's
+    /// default).
     Learning,
     /// The original library's: refitted once per 75 s slice, fed by successes only.
     Original,
@@ -51,11 +55,11 @@ impl Ceiling {
 }
 
 /// Whether the retrying hops follow the chain rules (SPEC C1–C7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Rules {
     /// They do not retry an answer marked overloaded or retried, and give up with their
-    /// caller's deadline (the default).
+    /// caller's deadline (the library's default).
     On,
     /// They retry every retryable status and keep their own deadline, as retry layers that
     /// know nothing of each other do.
@@ -63,40 +67,42 @@ pub enum Rules {
 }
 
 /// Whether the retrying hops use overload control (O1, O2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Overload {
     /// An attempt the next hop cannot serve before the caller gives up is not sent, and
-    /// attempts in flight are held to an adaptive limit (the default).
+    /// attempts in flight are held to an adaptive limit.
     On,
-    /// Every attempt is sent.
+    /// Every attempt is sent (the library's default).
     Off,
 }
 
-/// How a retrying hop (frontend, backend) calls the next one.
-#[derive(Debug, Clone, Copy, clap::Args)]
+/// How a retrying hop (frontend, backend) calls the next one. A setting left out is the
+/// library's default (`RetryPolicy::default()`, `Client::new`); one given is named in the
+/// row's description.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
 pub struct RetryArgs {
-    /// Attempts each hop makes at most (the first included).
-    #[arg(long, default_value_t = 4)]
-    pub attempts: u32,
+    /// Attempts each hop makes at most (the first included). Defaults to the library's, 3.
+    #[arg(long)]
+    pub attempts: Option<u32>,
     /// How long a hop's call may take in all, in milliseconds, when its caller says nothing
-    /// shorter (C2). In the whole chain the frontend, which faces the users, takes their
-    /// `--user-timeout-ms`.
-    #[arg(long, default_value_t = 30_000)]
-    pub deadline_ms: u64,
-    /// Whether the hops' clients use overload control.
-    #[arg(long, value_enum, default_value_t = Overload::On)]
-    pub overload: Overload,
-    /// The hops' measured attempt ceiling.
-    #[arg(long, value_enum, default_value_t = Ceiling::Learning)]
-    pub ceiling: Ceiling,
-    /// Whether the hops follow the chain rules.
-    #[arg(long, value_enum, default_value_t = Rules::On)]
-    pub chain_rules: Rules,
+    /// shorter (C2). Defaults to the library's, 30 s. In the whole chain the frontend, which
+    /// faces the users, takes their `--user-timeout-ms`.
+    #[arg(long)]
+    pub deadline_ms: Option<u64>,
+    /// Whether the hops' clients use overload control. Defaults to the library's (off).
+    #[arg(long, value_enum)]
+    pub overload: Option<Overload>,
+    /// The hops' measured attempt ceiling. Defaults to the library's (learning).
+    #[arg(long, value_enum)]
+    pub ceiling: Option<Ceiling>,
+    /// Whether the hops follow the chain rules. Defaults to the library's (on).
+    #[arg(long, value_enum)]
+    pub chain_rules: Option<Rules>,
 }
 
-/// db's capacity and its fault: a trigger that ends.
-#[derive(Debug, Clone, Copy, clap::Args)]
+/// db's capacity and its fault.
+#[derive(Debug, Clone, Copy, PartialEq, clap::Args, Serialize, Deserialize)]
 pub struct DbArgs {
     /// Queries db serves at once.
     #[arg(long, default_value_t = 4)]
@@ -107,22 +113,13 @@ pub struct DbArgs {
     /// How long a query holds its worker when db is healthy, in milliseconds.
     #[arg(long, default_value_t = 10)]
     pub db_query_ms: u64,
-    /// When db's fault starts, in seconds from its start.
-    #[arg(long, default_value_t = 5)]
-    pub fault_start: u64,
-    /// How long db's fault lasts, in seconds.
-    #[arg(long, default_value_t = 5)]
-    pub fault_length: u64,
-    /// How many times longer a query takes during the fault.
-    #[arg(long, default_value_t = 5.0)]
-    pub fault_slowdown: f64,
-    /// The share of queries that fail with 503 during the fault, 0 to 1.
-    #[arg(long, default_value_t = 0.0)]
-    pub fault_error_rate: f64,
+    /// What goes wrong, when, and how badly.
+    #[command(flatten)]
+    pub fault: FaultArgs,
 }
 
 /// The whole chain in one process: the users' traffic and the three hops.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, PartialEq, clap::Args, Serialize, Deserialize)]
 pub struct ChainArgs {
     /// How long the users call, in seconds. Defaults to 10 s past the fault's end (20 s).
     #[arg(long)]
@@ -143,12 +140,31 @@ pub struct ChainArgs {
     /// Run nresilience with budgets off then on, side by side.
     #[arg(long, conflicts_with = "budget")]
     pub compare: bool,
-    /// Draw the users' success rate and db's load per second, for each run, to this SVG.
+    /// Run every stack through every kind of fault, a cell each, and print the table with
+    /// each fault's physical limit (`--faults` and `--stacks` pick).
+    #[arg(
+        long,
+        conflicts_with_all = ["budget", "compare", "duration", "fault", "fault_slowdown", "fault_error_rate", "fault_surge", "fault_throttle_rps"]
+    )]
+    pub matrix: bool,
+    /// The matrix's faults, comma-separated, in the order given. Without it every one.
+    #[arg(long, value_enum, value_delimiter = ',', requires = "matrix")]
+    pub faults: Option<Vec<MatrixFault>>,
+    /// How many of the matrix's cells run at once, each in a process of its own, from 1 to 16.
+    #[arg(long, default_value_t = 3)]
+    pub jobs: u32,
+    /// Draw each run's users' success rate and db's load per second (the matrix: a heatmap
+    /// of each cell's) to this SVG.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// One cell of a matrix, run by the matrix in a process of its own: the chain's settings
+    /// as JSON.
+    #[arg(long, hide = true, conflicts_with = "matrix")]
+    #[serde(skip)]
+    pub cell: Option<String>,
     /// How the retrying hops call the next one.
     #[command(flatten)]
     pub retry: RetryArgs,
@@ -157,8 +173,29 @@ pub struct ChainArgs {
     pub db: DbArgs,
 }
 
-/// The longest a run, a fault or its start may be: a day.
+/// The longest a run may be: a day.
 const MAX_SECONDS: u64 = 86_400;
+
+/// The chain's flags alone, for their defaults.
+#[derive(clap::Parser)]
+struct Defaults {
+    #[command(flatten)]
+    chain: ChainArgs,
+}
+
+impl Default for ChainArgs {
+    /// The settings `demo` runs with when given no flag.
+    fn default() -> Self {
+        <Defaults as clap::Parser>::parse_from(["demo"]).chain
+    }
+}
+
+impl Default for DbArgs {
+    /// db as `demo db` runs it when given no flag.
+    fn default() -> Self {
+        ChainArgs::default().db
+    }
+}
 
 /// How long a run goes on after the fault ends unless `--duration` says: long enough to see
 /// which rows recover and which stay down.
@@ -178,10 +215,15 @@ impl ChainArgs {
     /// How long the users call, in seconds: as asked, or until 10 s past the fault's end.
     pub fn duration(&self) -> u64 {
         self.duration.unwrap_or_else(|| {
-            (self.db.fault_start)
-                .saturating_add(self.db.fault_length)
+            (self.db.fault.fault_start)
+                .saturating_add(self.db.fault.fault_length)
                 .saturating_add(AFTER_THE_FAULT)
         })
+    }
+
+    /// Whether a run prints its line a second: not when its output is JSON.
+    pub fn prints_seconds(&self) -> bool {
+        !self.json
     }
 
     /// Refuses settings the chain cannot run with, saying which and why, before anything
@@ -199,6 +241,9 @@ impl ChainArgs {
                 self.user_timeout_ms
             ));
         }
+        if !(1..=16).contains(&self.jobs) {
+            return Err(format!("--jobs must be from 1 to 16, got {}", self.jobs));
+        }
         self.retry.validate()
     }
 
@@ -211,13 +256,12 @@ impl ChainArgs {
 impl RetryArgs {
     /// Refuses an attempt count or a deadline a hop cannot run with.
     pub fn validate(&self) -> Result<(), String> {
-        if self.attempts == 0 {
+        if self.attempts == Some(0) {
             return Err("--attempts must be at least 1 (the first attempt)".to_owned());
         }
-        if !(1..=86_400_000).contains(&self.deadline_ms) {
+        if let Some(deadline) = self.deadline_ms.filter(|ms| !(1..=86_400_000).contains(ms)) {
             return Err(format!(
-                "--deadline-ms must be from 1 to 86400000 (a day), got {}",
-                self.deadline_ms
+                "--deadline-ms must be from 1 to 86400000 (a day), got {deadline}"
             ));
         }
         Ok(())
@@ -226,8 +270,20 @@ impl RetryArgs {
     /// The settings of the hop facing users who wait `users_wait`: its deadline is theirs.
     pub fn facing_users(self, users_wait: Duration) -> Self {
         Self {
-            deadline_ms: u64::try_from(users_wait.as_millis()).unwrap_or(u64::MAX),
+            deadline_ms: Some(u64::try_from(users_wait.as_millis()).unwrap_or(u64::MAX)),
             ..self
+        }
+    }
+
+    /// These settings, each left out taken from `row`: what a row turns on is the row's, what
+    /// a flag says wins.
+    pub fn over(self, row: Self) -> Self {
+        Self {
+            attempts: self.attempts.or(row.attempts),
+            deadline_ms: self.deadline_ms.or(row.deadline_ms),
+            overload: self.overload.or(row.overload),
+            ceiling: self.ceiling.or(row.ceiling),
+            chain_rules: self.chain_rules.or(row.chain_rules),
         }
     }
 }
@@ -236,20 +292,7 @@ impl DbArgs {
     /// Refuses a capacity or fault db cannot run with: a value that would make every query
     /// fail or panic is a mistake to report, not a run to make.
     pub fn validate(&self) -> Result<(), String> {
-        if !(0.0..=1.0).contains(&self.fault_error_rate) {
-            return Err(format!(
-                "--fault-error-rate must be a share from 0 to 1, got {}",
-                self.fault_error_rate
-            ));
-        }
-        if !(self.fault_slowdown.is_finite() && (1.0..=1_000.0).contains(&self.fault_slowdown)) {
-            return Err(format!(
-                "--fault-slowdown must be a finite factor from 1 (no slowdown) to 1000, got {}",
-                self.fault_slowdown
-            ));
-        }
-        at_most_a_day("--fault-start", self.fault_start)?;
-        at_most_a_day("--fault-length", self.fault_length)?;
+        self.fault.validate()?;
         if self.db_workers == 0 || self.db_workers > 10_000 {
             return Err(format!(
                 "--db-workers must be from 1 to 10000, got {}",
@@ -271,10 +314,14 @@ impl DbArgs {
         Ok(())
     }
 
-    /// When the fault starts and ends, from db's start.
-    pub fn fault_window(&self) -> (Duration, Duration) {
-        let start = Duration::from_secs(self.fault_start);
-        (start, start + Duration::from_secs(self.fault_length))
+    /// db's fault, its strength resolved.
+    pub fn fault(&self) -> Fault {
+        self.fault.fault()
+    }
+
+    /// Queries a second db serves when healthy: its workers over a query's time.
+    pub fn capacity(&self) -> f64 {
+        f64::from(self.db_workers) * 1_000.0 / self.db_query_ms as f64
     }
 }
 

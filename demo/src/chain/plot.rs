@@ -9,7 +9,7 @@ use plotters::prelude::*;
 use super::args::ChainArgs;
 use super::stack::Stack;
 use super::summary::{SecondFigures, Summary};
-use super::Result;
+use super::{limit, Result};
 
 const FAULT: RGBColor = RGBColor(255, 160, 0);
 
@@ -20,14 +20,16 @@ pub(super) fn plot(path: &Path, args: &ChainArgs, runs: &[Summary]) -> Result<()
     root.fill(&WHITE)?;
     let (top, bottom) = root.split_vertically(400);
     let seconds = args.duration() as f64;
-    let fault = {
-        let (start, end) = args.db.fault_window();
-        (start.as_secs_f64(), end.as_secs_f64().min(seconds))
-    };
+    let db_fault = args.db.fault();
+    let fault = (
+        db_fault.start.as_secs_f64(),
+        db_fault.end.as_secs_f64().min(seconds),
+    );
 
     let title = format!(
-        "users' calls that succeeded, by the second they started ({} calls/s, db {}× slower from {} s for {} s)",
-        args.rps, args.db.fault_slowdown, args.db.fault_start, args.db.fault_length
+        "users' calls that succeeded, by the second they started ({} calls/s; {})",
+        args.rps,
+        db_fault.describe()
     );
     let mut success = chart(&top, &title, seconds, 105.0, "% succeeded")?;
     shade(&mut success, fault, 105.0)?;
@@ -48,8 +50,8 @@ pub(super) fn plot(path: &Path, args: &ChainArgs, runs: &[Summary]) -> Result<()
     }
     legend(&mut success, SeriesLabelPosition::MiddleRight)?;
 
-    let capacity = f64::from(args.db.db_workers) * 1_000.0 / args.db.db_query_ms as f64;
-    let slowed = capacity / args.db.fault_slowdown;
+    let capacity = args.db.capacity();
+    let slowed = capacity * limit::capacity_share(&db_fault);
     let peak = runs
         .iter()
         .flat_map(|run| run.seconds.iter().map(|s| s.db_requests as f64))
@@ -62,7 +64,7 @@ pub(super) fn plot(path: &Path, args: &ChainArgs, runs: &[Summary]) -> Result<()
         "requests / s",
     )?;
     shade(&mut load, fault, peak * 1.1)?;
-    // What db can serve each second: less while its queries are slower.
+    // What db can serve each second: less while its fault lasts.
     let (start, end) = fault;
     let capacity_line = [
         (0.0, capacity),
@@ -161,5 +163,8 @@ fn color(stack: Stack) -> RGBColor {
         Stack::ReqwestRetry5s => RGBColor(140, 20, 140),
         Stack::Tower1s => RGBColor(120, 210, 220),
         Stack::Tower5s => RGBColor(0, 120, 130),
+        Stack::NresilienceOverload => RGBColor(0, 170, 255),
+        Stack::TowerResilience1s => RGBColor(240, 190, 90),
+        Stack::TowerResilience5s => RGBColor(180, 110, 0),
     }
 }

@@ -9,15 +9,19 @@ use nresilience_client::Client;
 use nresilience_core::RetryPolicy;
 use tokio::sync::watch;
 
-use super::args::{ChainArgs, Overload, RetryArgs};
-use super::db::db_app;
+use super::args::{ChainArgs, RetryArgs};
+use super::db::Db;
+use super::fault::{Fault, FaultKind};
 use super::hops::hop_app;
 use super::nested_counter::CurrentRun;
 use super::peers::{peer_app, PeerClient};
+use super::progress;
+use super::settings::RowSettings;
 use super::stack::{Library, Stack};
 use super::stats::{Hop, Stats};
 use super::summary::{self, Summary};
 use super::{hop_client, plot, serve_until, Result};
+use crate::format::wrap;
 
 /// Runs the chain once per row asked for (every row unless `--stacks`, `--budget` or
 /// `--compare` says which), prints each run's lines, then the rows side by side (or as
@@ -60,7 +64,8 @@ pub async fn run(args: &ChainArgs, stack: Stack, stats: Arc<Stats>) -> Result<Su
             let _ = stopped.changed().await;
         }
     };
-    let db = serve_until(db_app(Arc::clone(&stats), args.db), loopback, stopping()).await?;
+    let db = Db::new(Arc::clone(&stats), args.db);
+    let db = db.serve(db.app(), loopback, stopping()).await?;
     let retrying = |hop, upstream: SocketAddr| {
         let retry = match hop {
             Hop::Frontend => args.retry.facing_users(args.user_timeout()),
@@ -73,18 +78,21 @@ pub async fn run(args: &ChainArgs, stack: Stack, stats: Arc<Stats>) -> Result<Su
     let backend = retrying(Hop::Backend, db).await?;
     let frontend = retrying(Hop::Frontend, backend).await?;
     let duration = args.duration();
-    if !args.json {
+    let settings = RowSettings::of(stack, args.retry, args.user_timeout());
+    if args.prints_seconds() {
         let d = &args.db;
-        let overload = match (stack.library(), args.retry.overload) {
-            (Library::Peer(_), _) => "",
-            (Library::Nresilience(_), Overload::On) => ", overload control on",
-            (Library::Nresilience(_), Overload::Off) => ", overload control off",
-        };
-        println!(
-            "\n{}: {}{overload}\nfrontend {frontend} → backend {backend} → db {db}; {} calls/s for {duration} s, each user waiting {} ms; db: {} workers × {} ms, queue {}, {}× slower from {} s for {} s",
-            stack.name(), stack.description(), args.rps, args.user_timeout_ms, d.db_workers,
-            d.db_query_ms, d.db_queue, d.fault_slowdown, d.fault_start, d.fault_length,
+        let about = format!(
+            "{}: {}\nfrontend {frontend} → backend {backend} → db {db}; {} calls/s for {duration} s, users waiting {} ms; db {} workers × {} ms, queue {}; {}",
+            stack.name(), settings.description, args.rps, args.user_timeout_ms, d.db_workers,
+            d.db_query_ms, d.db_queue, d.fault().describe(),
         );
+        println!();
+        for paragraph in about.lines() {
+            for line in wrap(paragraph, 120) {
+                println!("{line}");
+            }
+        }
+        println!("{}", progress::HEADER);
     }
 
     // The users make single attempts and give up after their timeout: the retries and
@@ -100,15 +108,19 @@ pub async fn run(args: &ChainArgs, stack: Stack, stats: Arc<Stats>) -> Result<Su
     );
     let url = format!("http://{frontend}/");
     let mut calls = tokio::task::JoinSet::new();
-    let period = Duration::from_secs_f64(1.0 / f64::from(args.rps.max(1)));
-    let mut ticker = tokio::time::interval(period);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let load = Load::new(args);
+    let mut next = tokio::time::Instant::now();
     // The run's seconds are the counters' seconds: no call starts after the last of them,
     // and each call is counted in the second it is started in, read once.
     let run_seconds = usize::try_from(duration).unwrap_or(usize::MAX);
     let mut reported = 0;
     loop {
-        ticker.tick().await;
+        tokio::time::sleep_until(next).await;
+        // The calls keep to their schedule: a driver woken late starts the calls it was late
+        // with at once, so the users' rate is the rate asked for. Only one a whole second
+        // behind starts again from now.
+        let now = tokio::time::Instant::now();
+        next = if now > next + BEHIND { now } else { next } + load.gap_at(stats.elapsed());
         let started = stats.second();
         if started >= run_seconds {
             break;
@@ -122,15 +134,15 @@ pub async fn run(args: &ChainArgs, stack: Stack, stats: Arc<Stats>) -> Result<Su
         let second = stats.second();
         if second > reported {
             reported = second;
-            if !args.json {
-                progress(stack, &stats, second - 1);
+            if args.prints_seconds() {
+                progress::print(stack, &stats, second - 1);
             }
         }
         while calls.try_join_next().is_some() {}
     }
-    if !args.json {
+    if args.prints_seconds() {
         for second in reported..run_seconds {
-            progress(stack, &stats, second);
+            progress::print(stack, &stats, second);
         }
     }
     // The calls in flight end by the users' timeout.
@@ -139,7 +151,35 @@ pub async fn run(args: &ChainArgs, stack: Stack, stats: Arc<Stats>) -> Result<Su
     });
     let _ = drain.await;
     let _ = stop.send(());
-    Ok(Summary::of(&stats, args, stack))
+    Ok(Summary::of(&stats, args, stack, settings))
+}
+
+/// How far behind its schedule the driver may fall and still make up for the calls it was
+/// late with.
+const BEHIND: Duration = Duration::from_secs(1);
+
+/// The users' calls: `--rps` a second, that times the surge's factor while a surge lasts.
+struct Load {
+    gap: Duration,
+    surge: Option<Fault>,
+}
+
+impl Load {
+    fn new(args: &ChainArgs) -> Self {
+        let fault = args.db.fault();
+        Self {
+            gap: Duration::from_secs_f64(1.0 / f64::from(args.rps.max(1))),
+            surge: (fault.kind == FaultKind::Surge).then_some(fault),
+        }
+    }
+
+    /// The gap after a call started `elapsed` into the run.
+    fn gap_at(&self, elapsed: Duration) -> Duration {
+        match self.surge {
+            Some(surge) if surge.acts_at(elapsed) => self.gap.div_f64(surge.factor()),
+            _ => self.gap,
+        }
+    }
 }
 
 /// A retrying hop built on `stack`, in front of the one at `upstream`.
@@ -152,45 +192,12 @@ fn retrying_app(
 ) -> Result<Router> {
     let url = format!("http://{upstream}/");
     Ok(match stack.library() {
-        Library::Nresilience(budget) => hop_app(hop, stats, hop_client(hop, retry, budget)?, url),
+        Library::Nresilience(budget, row) => {
+            hop_app(hop, stats, hop_client(hop, retry.over(row), budget)?, url)
+        }
         Library::Peer(peer) => {
             let client = PeerClient::new(peer, &upstream.ip().to_string())?;
             peer_app(hop, stats, client, url)
         }
     })
-}
-
-/// The line for `second`: what happened in it, then the running totals, labelled as such.
-fn progress(stack: Stack, stats: &Stats, second: usize) {
-    let calls = stats.calls_in(second);
-    let db = stats.received_in(Hop::Db, second);
-    let success = stats.success_rate_in(second).map_or_else(
-        || "   - ".to_owned(),
-        |rate| format!("{:>4.0}%", rate * 100.0),
-    );
-    // Only nresilience's hops report nested retries and budget refusals.
-    let totals = match stack.library() {
-        Library::Nresilience(_) => format!(
-            "; {:>4} saturated  |  totals: NestedRetry {:>6} (up to {:>2}×), budget refusals {:>6}",
-            stats.saturated_in(second),
-            Hop::ALL.iter().map(|&h| stats.nested_total(h)).sum::<u64>(),
-            Hop::ALL
-                .iter()
-                .map(|&h| stats.potential_attempts(h))
-                .max()
-                .unwrap_or(0),
-            Hop::ALL.iter().map(|&h| stats.refusals(h)).sum::<u64>(),
-        ),
-        Library::Peer(_) => String::new(),
-    };
-    println!(
-        "{:<21} t={second:>3}s  this second: {calls:>4} calls, {success} of those ending ok; attempts frontend {:>5} backend {:>5} db {:>5} (×{:.2}); db queue ≤ {:>4}, {:>5} refused{totals}",
-        stack.name(),
-        stats.received_in(Hop::Frontend, second),
-        stats.received_in(Hop::Backend, second),
-        db,
-        if calls == 0 { 0.0 } else { db as f64 / calls as f64 },
-        stats.db_queue_in(second),
-        stats.db_refused_in(second),
-    );
 }

@@ -11,6 +11,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
 
 use super::Result;
 
@@ -35,42 +36,80 @@ pub async fn serve_until(
 ) -> Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    tokio::spawn(accept(listener, app, stop));
+    tokio::spawn(async move {
+        let mut connections = Connections::new();
+        connections.accept(&listener, &app, stop).await;
+        drop(listener);
+        connections.drain().await;
+    });
     Ok(bound)
 }
 
-async fn accept(listener: TcpListener, app: Router, stop: impl Future<Output = ()>) {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    let graceful = GracefulShutdown::new();
-    tokio::pin!(stop);
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    // Out of file descriptors, say: wait, rather than spin on the error.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            () = &mut stop => break,
-        };
-        let service = TowerToHyperService::new(app.clone());
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "connection ended with an error");
-            }
-        });
+/// The connections a server has accepted, each served on a task of its own.
+pub(super) struct Connections {
+    builder: auto::Builder<TokioExecutor>,
+    graceful: GracefulShutdown,
+    tasks: JoinSet<()>,
+}
+
+impl Connections {
+    pub(super) fn new() -> Self {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT);
+        Self {
+            builder,
+            graceful: GracefulShutdown::new(),
+            tasks: JoinSet::new(),
+        }
     }
-    drop(listener);
-    let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
+
+    /// Serves `app` on what `listener` accepts until `until` completes, and returns what it
+    /// completed with.
+    pub(super) async fn accept<T>(
+        &mut self,
+        listener: &TcpListener,
+        app: &Router,
+        until: impl Future<Output = T>,
+    ) -> T {
+        tokio::pin!(until);
+        loop {
+            let stream = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(error) => {
+                        // Out of file descriptors, say: wait, rather than spin on the error.
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+                done = &mut until => return done,
+            };
+            while self.tasks.try_join_next().is_some() {}
+            let service = TowerToHyperService::new(app.clone());
+            let connection = self
+                .builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .into_owned();
+            let connection = self.graceful.watch(connection);
+            self.tasks.spawn(async move {
+                if let Err(error) = connection.await {
+                    tracing::debug!(%error, "connection ended with an error");
+                }
+            });
+        }
+    }
+
+    /// Closes every connection at once, requests in flight included, as a crash would.
+    pub(super) fn drop_all(&mut self) {
+        self.tasks.abort_all();
+    }
+
+    /// Lets the requests in flight finish, for up to ten seconds.
+    pub(super) async fn drain(self) {
+        let _ = tokio::time::timeout(DRAIN, self.graceful.shutdown()).await;
+    }
 }

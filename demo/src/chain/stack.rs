@@ -3,17 +3,22 @@
 
 use std::time::Duration;
 
-use serde::{Serialize, Serializer};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::args::Budget;
+use super::args::{Budget, Overload, RetryArgs};
 
 /// What the frontend and backend retry with: one row of the comparison. Every row has the
 /// same users, db and fault; only the two retrying hops change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Stack {
-    /// nresilience with its defaults: the retry budget on.
+    /// nresilience as `RetryPolicy::default()` and `Client::new` make it: the library's
+    /// defaults.
     Nresilience,
-    /// nresilience with the retry budget off.
+    /// nresilience's defaults with overload control turned on.
+    #[value(name = "nresilience+overload")]
+    NresilienceOverload,
+    /// nresilience's defaults with the retry budget off.
     NresilienceNoBudget,
     /// No retries: reqwest 0.13 as `Client::new()` makes it, no timeout.
     None,
@@ -35,13 +40,20 @@ pub enum Stack {
     /// tower 0.5's `Retry` with a `TpsBudget` over hyper-util, 5 s `Timeout` per attempt.
     #[value(name = "tower-5s")]
     Tower5s,
+    /// tower-resilience 0.13's retry with its token-bucket budget and its AIMD concurrency
+    /// limit over hyper-util, 1 s per attempt.
+    #[value(name = "tower-resilience-1s")]
+    TowerResilience1s,
+    /// tower-resilience 0.13, 5 s per attempt.
+    #[value(name = "tower-resilience-5s")]
+    TowerResilience5s,
 }
 
 /// The library a row's retrying hops are built on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Library {
-    /// nresilience-client, its budget on or off.
-    Nresilience(Budget),
+    /// nresilience-client: the library's defaults, but for the budget and what the row turns on.
+    Nresilience(Budget, RetryArgs),
     /// Another library.
     Peer(Peer),
 }
@@ -57,12 +69,16 @@ pub enum Peer {
     ReqwestRetry(Duration),
     /// tower's `Retry` over hyper-util's client; the timeout bounds each attempt.
     Tower(Duration),
+    /// tower-resilience's retry and AIMD limit over hyper-util's client; the timeout bounds
+    /// each attempt.
+    TowerResilience(Duration),
 }
 
 impl Stack {
     /// Every row, in the order the demo runs them.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 12] = [
         Self::Nresilience,
+        Self::NresilienceOverload,
         Self::NresilienceNoBudget,
         Self::None,
         Self::Reqwest1s,
@@ -71,12 +87,15 @@ impl Stack {
         Self::ReqwestRetry5s,
         Self::Tower1s,
         Self::Tower5s,
+        Self::TowerResilience1s,
+        Self::TowerResilience5s,
     ];
 
     /// The row's name, as `--stacks` spells it.
     pub const fn name(self) -> &'static str {
         match self {
             Self::Nresilience => "nresilience",
+            Self::NresilienceOverload => "nresilience+overload",
             Self::NresilienceNoBudget => "nresilience-no-budget",
             Self::None => "none",
             Self::Reqwest1s => "reqwest-1s",
@@ -85,21 +104,29 @@ impl Stack {
             Self::ReqwestRetry5s => "reqwest-retry-5s",
             Self::Tower1s => "tower-1s",
             Self::Tower5s => "tower-5s",
+            Self::TowerResilience1s => "tower-resilience-1s",
+            Self::TowerResilience5s => "tower-resilience-5s",
         }
     }
 
-    /// How the row's hops retry, in a few words.
-    pub const fn description(self) -> &'static str {
-        match self {
-            Self::Nresilience => "nresilience, 4 attempts, retry budget on (defaults)",
-            Self::NresilienceNoBudget => "nresilience, 4 attempts, retry budget off",
-            Self::None => "reqwest 0.13, no retries, no timeout",
-            Self::Reqwest1s => "reqwest 0.13 retry::for_host, 2 retries, 1 s total timeout",
-            Self::Reqwest5s => "reqwest 0.13 retry::for_host, 2 retries, 5 s total timeout",
-            Self::ReqwestRetry1s => "reqwest-retry 0.9, 3 retries, 1 s timeout per attempt",
-            Self::ReqwestRetry5s => "reqwest-retry 0.9, 3 retries, 5 s timeout per attempt",
-            Self::Tower1s => "tower 0.5 Retry + TpsBudget, 3 retries, 1 s Timeout per attempt",
-            Self::Tower5s => "tower 0.5 Retry + TpsBudget, 3 retries, 5 s Timeout per attempt",
+    /// How a peer row's hops retry, in a few words; an nresilience row's settings depend on
+    /// the flags too, and are described by [`nresilience_settings`].
+    pub const fn peer_description(peer: Peer) -> &'static str {
+        const SHORT: Duration = Duration::from_secs(1);
+        match peer {
+            Peer::NoRetries => "reqwest 0.13, no retries, no timeout",
+            Peer::Reqwest(SHORT) => "reqwest 0.13 retry::for_host, 2 retries, 1 s total timeout",
+            Peer::Reqwest(_) => "reqwest 0.13 retry::for_host, 2 retries, 5 s total timeout",
+            Peer::ReqwestRetry(SHORT) => "reqwest-retry 0.9, 3 retries, 1 s timeout per attempt",
+            Peer::ReqwestRetry(_) => "reqwest-retry 0.9, 3 retries, 5 s timeout per attempt",
+            Peer::Tower(SHORT) => "tower 0.5 Retry + TpsBudget, 3 retries, 1 s Timeout per attempt",
+            Peer::Tower(_) => "tower 0.5 Retry + TpsBudget, 3 retries, 5 s Timeout per attempt",
+            Peer::TowerResilience(SHORT) => {
+                "tower-resilience 0.13 retry + token bucket + AIMD limit, 1 s per attempt"
+            }
+            Peer::TowerResilience(_) => {
+                "tower-resilience 0.13 retry + token bucket + AIMD limit, 5 s per attempt"
+            }
         }
     }
 
@@ -107,9 +134,23 @@ impl Stack {
     pub const fn library(self) -> Library {
         const SHORT: Duration = Duration::from_secs(1);
         const LONG: Duration = Duration::from_secs(5);
+        const DEFAULTS: RetryArgs = RetryArgs {
+            attempts: None,
+            deadline_ms: None,
+            overload: None,
+            ceiling: None,
+            chain_rules: None,
+        };
         match self {
-            Self::Nresilience => Library::Nresilience(Budget::On),
-            Self::NresilienceNoBudget => Library::Nresilience(Budget::Off),
+            Self::Nresilience => Library::Nresilience(Budget::On, DEFAULTS),
+            Self::NresilienceOverload => Library::Nresilience(
+                Budget::On,
+                RetryArgs {
+                    overload: Some(Overload::On),
+                    ..DEFAULTS
+                },
+            ),
+            Self::NresilienceNoBudget => Library::Nresilience(Budget::Off, DEFAULTS),
             Self::None => Library::Peer(Peer::NoRetries),
             Self::Reqwest1s => Library::Peer(Peer::Reqwest(SHORT)),
             Self::Reqwest5s => Library::Peer(Peer::Reqwest(LONG)),
@@ -117,6 +158,8 @@ impl Stack {
             Self::ReqwestRetry5s => Library::Peer(Peer::ReqwestRetry(LONG)),
             Self::Tower1s => Library::Peer(Peer::Tower(SHORT)),
             Self::Tower5s => Library::Peer(Peer::Tower(LONG)),
+            Self::TowerResilience1s => Library::Peer(Peer::TowerResilience(SHORT)),
+            Self::TowerResilience5s => Library::Peer(Peer::TowerResilience(LONG)),
         }
     }
 
@@ -132,6 +175,16 @@ impl Stack {
 impl Serialize for Stack {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Stack {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Self::ALL
+            .into_iter()
+            .find(|stack| stack.name() == name)
+            .ok_or_else(|| D::Error::custom(format!("no row is named {name:?}")))
     }
 }
 
@@ -157,11 +210,16 @@ mod tests {
             .iter()
             .filter_map(|stack| match stack.library() {
                 Library::Peer(peer) => Some(peer),
-                Library::Nresilience(_) => None,
+                Library::Nresilience(..) => None,
             })
             .collect();
         let (short, long) = (Duration::from_secs(1), Duration::from_secs(5));
-        for with in [Peer::Reqwest, Peer::ReqwestRetry, Peer::Tower] {
+        for with in [
+            Peer::Reqwest,
+            Peer::ReqwestRetry,
+            Peer::Tower,
+            Peer::TowerResilience,
+        ] {
             assert!(peers.contains(&with(short)) && peers.contains(&with(long)));
         }
         assert!(peers.contains(&Peer::NoRetries));

@@ -54,6 +54,8 @@ pub struct Stats {
     /// Queries db refused each second, its queue full.
     db_refused: Mutex<Vec<u64>>,
     refusals: [AtomicU64; 3],
+    /// Retries refused by a budget, per second at every hop.
+    refusals_per_second: Mutex<Vec<u64>>,
     /// Calls overload control ended, per hop, and per second at every hop.
     saturated: [AtomicU64; 3],
     saturated_per_second: Mutex<Vec<u64>>,
@@ -76,11 +78,17 @@ impl Stats {
             db_queue: Mutex::default(),
             db_refused: Mutex::default(),
             refusals: Default::default(),
+            refusals_per_second: Mutex::default(),
             saturated: Default::default(),
             saturated_per_second: Mutex::default(),
             nested: Default::default(),
             potential_attempts: Default::default(),
         }
+    }
+
+    /// The time since the start.
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.started.elapsed()
     }
 
     /// The second since the start.
@@ -186,6 +194,12 @@ impl Stats {
     /// `hop`'s budget refused a retry.
     pub fn refused(&self, hop: Hop) {
         self.refusals[hop.index()].fetch_add(1, Ordering::Relaxed);
+        Self::bump(&self.refusals_per_second, self.second());
+    }
+
+    /// Retries refused by a budget in `second`, at every hop.
+    pub fn refusals_in(&self, second: usize) -> u64 {
+        Self::at(&self.refusals_per_second, second)
     }
 
     /// Overload control at `hop` ended a call: the next hop could not serve it in time (O1,

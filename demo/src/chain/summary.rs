@@ -1,28 +1,28 @@
 //! What one run of the chain did, and the runs side by side.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::args::{Ceiling, ChainArgs, Overload, Rules};
+use super::args::ChainArgs;
+use super::settings::{RowSettings, Source};
 use super::stack::{Library, Stack};
 use super::stats::{Hop, Stats};
+use crate::format::{percent, recovery, table, thousands, wrap};
 
 /// The users' success rate a second must reach to count as recovered.
 const RECOVERED: f64 = 0.99;
 
 /// What one run of the chain did. Success rates count the users' calls by the second they
 /// started in.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     /// What the frontend and backend retried with: the row's name.
     pub stack: Stack,
-    /// The row's library and settings, in a few words.
-    pub description: &'static str,
-    /// The hops' attempt ceiling; `None` on a peer's row.
-    pub ceiling: Option<Ceiling>,
-    /// Whether the hops followed the chain rules; `None` on a peer's row.
-    pub chain_rules: Option<Rules>,
-    /// Whether the hops used overload control; `None` on a peer's row.
-    pub overload: Option<Overload>,
+    /// The row's library and the settings its hops ran with.
+    pub settings: RowSettings,
+    /// db's fault, in a few words.
+    pub fault: String,
+    /// The seconds of the run its fault starts and ends in.
+    pub fault_window: [u64; 2],
     /// Calls the users made.
     pub calls: u64,
     /// Calls that succeeded.
@@ -36,6 +36,8 @@ pub struct Summary {
     pub recovered_in_seconds: Option<u64>,
     /// Requests each hop received.
     pub attempts: HopCounts,
+    /// Requests db received per call the users made.
+    pub db_attempts_per_call: f64,
     /// `NestedRetry` reports at each hop.
     pub nested_retries: HopCounts,
     /// The most attempts a `NestedRetry` at each hop said could reach the dependency
@@ -57,7 +59,7 @@ pub struct Summary {
 }
 
 /// A success rate before, during and after the fault; `None` where no call started.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Phases {
     /// Calls started before the fault.
     pub before: Option<f64>,
@@ -68,7 +70,7 @@ pub struct Phases {
 }
 
 /// A count per hop.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HopCounts {
     /// At the frontend.
     pub frontend: u64,
@@ -89,7 +91,7 @@ impl HopCounts {
 }
 
 /// The second when db received the most requests per user call.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorstSecond {
     /// Seconds into the run.
     pub second: usize,
@@ -98,7 +100,7 @@ pub struct WorstSecond {
 }
 
 /// One second of a run.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SecondFigures {
     /// Calls the users started.
     pub calls: u64,
@@ -113,26 +115,56 @@ pub struct SecondFigures {
 }
 
 impl Summary {
+    /// The columns of [`cells`](Self::cells).
+    pub(crate) const COLUMNS: [&'static str; 8] = [
+        "stack",
+        "succeeded",
+        "before",
+        "during",
+        "after",
+        "back ≥ 99 %",
+        "db's worst second",
+        "at db / call",
+    ];
+
+    /// The run as a row of a table of [`COLUMNS`](Self::COLUMNS), named `name`.
+    pub(crate) fn cells(&self, name: String) -> Vec<String> {
+        let left = (self.seconds.len() as u64).saturating_sub(self.fault_window[1]);
+        vec![
+            name,
+            percent(Some(self.success_rate)),
+            percent(self.success.before),
+            percent(self.success.during),
+            percent(self.success.after),
+            recovery(self.recovered_in_seconds, left),
+            self.worst_db_second
+                .as_ref()
+                .map_or("-".to_owned(), |worst| {
+                    format!("{:.2}× (t={}s)", worst.multiple_of_baseline, worst.second)
+                }),
+            format!("{:.2}", self.db_attempts_per_call),
+        ]
+    }
+
     /// The summary of a run on `stack`, from its counters.
-    pub fn of(stats: &Stats, args: &ChainArgs, stack: Stack) -> Self {
+    pub fn of(stats: &Stats, args: &ChainArgs, stack: Stack, settings: RowSettings) -> Self {
         let calls = stats.calls_total();
         let succeeded = stats.succeeded();
         let run = usize::try_from(args.duration()).unwrap_or(usize::MAX);
-        let nresilience = matches!(stack.library(), Library::Nresilience(_));
-        let (start, end) = args.db.fault_window();
-        let start = usize::try_from(start.as_secs())
+        let nresilience = matches!(stack.library(), Library::Nresilience(..));
+        let fault = args.db.fault();
+        let start = usize::try_from(fault.start.as_secs())
             .unwrap_or(usize::MAX)
             .min(run);
-        let end = usize::try_from(end.as_secs())
+        let end = usize::try_from(fault.end.as_secs())
             .unwrap_or(usize::MAX)
             .min(run);
         let rate = |second: usize| stats.success_rate_of_started(second..second + 1);
         Self {
             stack,
-            description: stack.description(),
-            ceiling: nresilience.then_some(args.retry.ceiling),
-            chain_rules: nresilience.then_some(args.retry.chain_rules),
-            overload: nresilience.then_some(args.retry.overload),
+            settings,
+            fault: fault.describe(),
+            fault_window: [start as u64, end as u64],
             calls,
             succeeded,
             success_rate: if calls == 0 {
@@ -147,6 +179,11 @@ impl Summary {
             },
             recovered_in_seconds: recovered_in(&(0..run).map(rate).collect::<Vec<_>>(), end),
             attempts: HopCounts::of(|hop| stats.received_total(hop)),
+            db_attempts_per_call: if calls == 0 {
+                0.0
+            } else {
+                stats.received_total(Hop::Db) as f64 / calls as f64
+            },
             nested_retries: HopCounts::of(|hop| stats.nested_total(hop)),
             potential_attempts: HopCounts::of(|hop| stats.potential_attempts(hop)),
             budget_refusals: nresilience.then(|| HopCounts::of(|hop| stats.refusals(hop))),
@@ -172,107 +209,79 @@ impl Summary {
     }
 }
 
-/// Prints `runs` side by side, a row each.
+/// Prints `runs` side by side, a row each, then what each row ran with.
 pub(super) fn print(runs: &[Summary], args: &ChainArgs) {
-    let (start, end) = args.db.fault_window();
-    let (start, end, duration) = (start.as_secs(), end.as_secs(), args.duration());
+    let fault = args.db.fault();
+    let (start, end, duration) = (fault.start.as_secs(), fault.end.as_secs(), args.duration());
     println!(
-        "\nusers' calls that succeeded, by the second they started: the whole run, before the fault (0–{start} s), during it ({start}–{end} s), after it ({end}–{duration} s)"
+        "\nusers' calls that succeeded, by the second they started: the whole run, before the fault (0–{start} s),\nduring it ({start}–{end} s), after it ({end}–{duration} s); db: {}",
+        fault.describe()
     );
-    let header = [
-        "stack",
-        "calls",
-        "succeeded",
-        "before",
-        "during",
-        "after",
-        "back ≥ 99 %",
-        "db's worst second",
-        "db refused",
-        "attempts backend / db",
-        "budget refusals f / b",
-        "saturated f / b",
-        "NestedRetry",
-    ];
-    let rows: Vec<[String; 13]> = runs
+    let mut header = Summary::COLUMNS.to_vec();
+    header.push("db refused");
+    let rows: Vec<Vec<String>> = runs
         .iter()
         .map(|run| {
-            [
+            let mut cells = run.cells(run.stack.name().to_owned());
+            cells.push(thousands(run.db_refused));
+            cells
+        })
+        .collect();
+    table(&header, &rows);
+    let own: Vec<Vec<String>> = runs
+        .iter()
+        .filter(|run| matches!(run.stack.library(), Library::Nresilience(..)))
+        .map(|run| {
+            let pair = |counts: &Option<HopCounts>| {
+                counts.as_ref().map_or("-".to_owned(), |c| {
+                    format!("{} / {}", thousands(c.frontend), thousands(c.backend))
+                })
+            };
+            let (n, p) = (&run.nested_retries, &run.potential_attempts);
+            vec![
                 run.stack.name().to_owned(),
-                thousands(run.calls),
-                percent(Some(run.success_rate)),
-                percent(run.success.before),
-                percent(run.success.during),
-                percent(run.success.after),
-                match run.recovered_in_seconds {
-                    Some(seconds) => format!("in {seconds} s"),
-                    None => format!("not in {} s", duration.saturating_sub(end)),
-                },
-                run.worst_db_second
-                    .as_ref()
-                    .map_or("-".to_owned(), |worst| {
-                        format!("{:.2}× (t={}s)", worst.multiple_of_baseline, worst.second)
-                    }),
-                thousands(run.db_refused),
+                pair(&run.budget_refusals),
+                pair(&run.saturated),
                 format!(
-                    "{} / {}",
-                    thousands(run.attempts.backend),
-                    thousands(run.attempts.db)
+                    "{} (up to {}×)",
+                    thousands(n.frontend + n.backend + n.db),
+                    p.frontend.max(p.backend).max(p.db)
                 ),
-                run.budget_refusals.as_ref().map_or("-".to_owned(), |r| {
-                    format!("{} / {}", thousands(r.frontend), thousands(r.backend))
-                }),
-                run.saturated.as_ref().map_or("-".to_owned(), |r| {
-                    format!("{} / {}", thousands(r.frontend), thousands(r.backend))
-                }),
-                match run.ceiling {
-                    None => "-".to_owned(),
-                    Some(_) => {
-                        let n = &run.nested_retries;
-                        let p = &run.potential_attempts;
-                        format!(
-                            "{} ({}×)",
-                            thousands(n.frontend + n.backend + n.db),
-                            p.frontend.max(p.backend).max(p.db)
-                        )
-                    }
-                },
             ]
         })
         .collect();
-    let widths: Vec<usize> = (0..header.len())
-        .map(|column| {
-            rows.iter()
-                .map(|row| row[column].chars().count())
-                .chain([header[column].chars().count()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: &mut dyn Iterator<Item = &str>| {
-        let mut out = String::new();
-        for (column, cell) in cells.enumerate() {
-            let pad = widths[column] - cell.chars().count();
-            if column == 0 {
-                out.push_str(&format!("{cell}{}", " ".repeat(pad)));
-            } else {
-                out.push_str(&format!("  {}{cell}", " ".repeat(pad)));
-            }
-        }
-        println!("{out}");
-    };
-    line(&mut header.iter().copied());
-    for row in &rows {
-        line(&mut row.iter().map(String::as_str));
+    if !own.is_empty() {
+        println!();
+        let header = [
+            "nresilience's own",
+            "budget refusals f / b",
+            "saturated f / b",
+            "NestedRetry",
+        ];
+        table(&header, &own);
     }
     println!();
+    let width = runs
+        .iter()
+        .map(|run| run.stack.name().len())
+        .max()
+        .unwrap_or(0);
     for run in runs {
-        println!(
-            "{:<w$}  {}",
-            run.stack.name(),
-            run.description,
-            w = widths[0]
-        );
+        for (i, line) in wrap(&run.settings.description, 118 - width)
+            .iter()
+            .enumerate()
+        {
+            let name = if i == 0 { run.stack.name() } else { "" };
+            println!("{name:<width$}  {line}");
+        }
+    }
+    if runs.iter().any(|run| {
+        run.settings
+            .settings
+            .iter()
+            .any(|s| s.source == Source::Changed)
+    }) {
+        println!("* not the library's default");
     }
 }
 
@@ -281,23 +290,6 @@ fn recovered_in(rates: &[Option<f64>], end: usize) -> Option<u64> {
     (end..rates.len())
         .find(|&second| rates[second].is_some_and(|rate| rate >= RECOVERED))
         .map(|second| (second - end) as u64)
-}
-
-fn percent(rate: Option<f64>) -> String {
-    rate.map_or("-".to_owned(), |rate| format!("{:.1} %", rate * 100.0))
-}
-
-/// `12,345`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -327,13 +319,5 @@ mod tests {
             "not before the run ended"
         );
         assert_eq!(recovered_in(&rates, 0), Some(0), "no fault to recover from");
-    }
-
-    #[test]
-    fn thousands_are_grouped() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_000), "1,000");
-        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }

@@ -24,8 +24,8 @@ impl Drop for Hop {
 }
 
 impl Hop {
-    /// Starts `demo NAME` on a port of its own choosing, with db failing every request, and
-    /// waits for the URL it prints.
+    /// Starts `demo NAME` on a port of its own choosing, with db answering every request
+    /// `500`, and waits for the URL it prints.
     pub(crate) fn start(name: &'static str, upstream: Option<&str>) -> (Self, String) {
         Self::start_on(name, "127.0.0.1:0", upstream)
     }
@@ -47,12 +47,12 @@ impl Hop {
         match upstream {
             Some(upstream) => command.args(["--upstream", upstream]),
             None => command.args([
+                "--fault",
+                "errors",
                 "--fault-start",
                 "0",
                 "--fault-length",
                 "3600",
-                "--fault-slowdown",
-                "1",
                 "--fault-error-rate",
                 "1.0",
             ]),

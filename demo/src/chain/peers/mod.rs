@@ -5,6 +5,7 @@
 
 mod reqwest_builtin;
 mod reqwest_retry;
+mod tower_resilience;
 mod tower_retry;
 
 use std::sync::Arc;
@@ -33,6 +34,8 @@ enum Library {
     ReqwestRetry(reqwest_middleware::ClientWithMiddleware),
     /// tower's `Retry` and `Timeout` over hyper-util's client.
     Tower(Box<tower_retry::TowerClient>),
+    /// tower-resilience's AIMD limiter, retry and time limiter over hyper-util's client.
+    TowerResilience(Box<tower_resilience::TowerResilienceClient>),
 }
 
 impl PeerClient {
@@ -45,6 +48,9 @@ impl PeerClient {
             }
             Peer::ReqwestRetry(timeout) => Library::ReqwestRetry(reqwest_retry::client(timeout)?),
             Peer::Tower(timeout) => Library::Tower(Box::new(tower_retry::client(timeout))),
+            Peer::TowerResilience(timeout) => {
+                Library::TowerResilience(Box::new(tower_resilience::client(timeout)?))
+            }
         }))
     }
 
@@ -54,6 +60,9 @@ impl PeerClient {
             Library::Reqwest(client) => read(client.get(url).send().await?).await,
             Library::ReqwestRetry(client) => read(client.get(url).send().await?).await,
             Library::Tower(client) => tower_retry::get(client.as_ref().clone(), url).await,
+            Library::TowerResilience(client) => {
+                tower_resilience::get(client.as_ref().clone(), url).await
+            }
         }
     }
 }
