@@ -40,7 +40,7 @@ pub(super) fn draw(path: &Path, matrix: &Matrix) -> Result<()> {
             let mut column = vec![(format!("{:.1}", row.limit.run * 100.0), LIMIT)];
             column.extend(row.cells.iter().map(|cell| {
                 let short = (row.limit.run - cell.success_rate).max(0.0) * 100.0;
-                let best = if row.best == Some(cell.stack) {
+                let best = if row.best.contains(&cell.stack) {
                     "*"
                 } else {
                     ""

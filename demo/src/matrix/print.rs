@@ -15,10 +15,10 @@ pub(super) fn print(matrix: &Matrix, args: &ChainArgs) {
     println!();
     grid(
         matrix,
-        "users' calls that succeeded over the run, %; * the best stack of each fault",
+        "users' calls that succeeded over the run, %; * the best of each fault (ties all marked)",
         |limit| format!("{:.1}", limit * 100.0),
         |row, cell| {
-            let best = if row.best == Some(cell.stack) {
+            let best = if row.best.contains(&cell.stack) {
                 "*"
             } else {
                 ""
@@ -93,7 +93,7 @@ fn fault_table(row: &FaultRow) {
         .cells
         .iter()
         .map(|cell| {
-            let best = if row.best == Some(cell.stack) {
+            let best = if row.best.contains(&cell.stack) {
                 " *"
             } else {
                 ""
