@@ -110,7 +110,7 @@ impl Stack {
     }
 
     /// How a peer row's hops retry, in a few words; an nresilience row's settings depend on
-    /// the flags too, and are described by [`nresilience_settings`].
+    /// the flags too, and are described by [`RowSettings`](super::RowSettings).
     pub const fn peer_description(peer: Peer) -> &'static str {
         const SHORT: Duration = Duration::from_secs(1);
         match peer {
