@@ -259,8 +259,8 @@ async fn b12_c1_c4_prometheus_sees_the_retry_ratio_refusals_nested_retries_and_o
         .collect();
     assert_eq!(hops, ["backend"], "nested retries by hop: {nested:?}");
     assert_eq!(
-        nested[0]["metric"]["nresilience_potential_attempts"], "16",
-        "the default 4 attempts below 4 attempts: {nested:?}"
+        nested[0]["metric"]["nresilience_potential_attempts"], "9",
+        "the library's default 3 attempts below 3 attempts: {nested:?}"
     );
 
     let utilization = prometheus
