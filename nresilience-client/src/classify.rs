@@ -131,15 +131,32 @@ impl Default for HttpClassifier {
     }
 }
 
-impl<B, E> Classify<Result<Response<B>, E>> for HttpClassifier {
+impl<B, E: std::error::Error + 'static> Classify<Result<Response<B>, E>> for HttpClassifier {
     fn classify(&self, result: &Result<Response<B>, E>) -> Verdict {
         match result {
             Ok(response) => {
                 self.classify_response(response.status(), response.headers(), SystemTime::now)
             }
-            Err(_) => Verdict::TRANSIENT,
+            Err(error) => classify_error(error),
         }
     }
+}
+
+/// The verdict on an attempt that ended in `error`: [`Unreachable`](Verdict::Unreachable)
+/// when its connection was refused (nothing listened: the dependency never saw it), transient
+/// otherwise.
+pub fn classify_error(error: &(dyn std::error::Error + 'static)) -> Verdict {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        let refused = error
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+        if refused {
+            return Verdict::Unreachable;
+        }
+        cause = error.source();
+    }
+    Verdict::TRANSIENT
 }
 
 /// The verdict on a response with `status` and `headers`, by the table in the
@@ -190,6 +207,7 @@ mod tests {
     use http::header::{HeaderValue, RETRY_AFTER};
 
     use super::*;
+    use crate::body::TransportError;
 
     /// Wed, 21 Oct 2015 07:28:00 GMT.
     fn now() -> SystemTime {
@@ -218,11 +236,18 @@ mod tests {
     }
 
     #[test]
-    fn h1_connect_and_io_errors_are_transient() {
+    fn h1_io_errors_are_transient_and_a_refused_connection_unreachable() {
         let reset: Result<Response<()>, io::Error> = Err(io::ErrorKind::ConnectionReset.into());
-        let refused: Result<Response<String>, &str> = Err("connection refused");
         assert_eq!(HttpClassifier::new().classify(&reset), Verdict::TRANSIENT);
-        assert_eq!(HttpClassifier::new().classify(&refused), Verdict::TRANSIENT);
+        // O7: refused, however deep in the error's sources.
+        let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
+        let wrapped: Result<Response<()>, TransportError> = Err(TransportError::new(refused));
+        assert_eq!(
+            HttpClassifier::new().classify(&wrapped),
+            Verdict::Unreachable
+        );
+        let said: Result<Response<()>, io::Error> = Err(io::Error::other("connection refused"));
+        assert_eq!(HttpClassifier::new().classify(&said), Verdict::TRANSIENT);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The success path of one call: the closure alone, under nresilience's default policy (with
-//! the no-op meter provider, and recording into the OpenTelemetry SDK's; and hedging at p95,
-//! configured but not triggered), and under backon's default `retry`, in the same run.
+//! the no-op meter provider, and recording into the OpenTelemetry SDK's; with hedging at p95,
+//! configured but not triggered; and with overload control turned off), and under backon's
+//! default `retry`, in the same run.
 //!
 //! Run: `cargo bench -p nresilience-core --bench execute`.
 //!
@@ -93,6 +94,16 @@ fn rows(runtime: &Runtime, row: &mut Row<'_>) {
     row(runtime, "nresilience_hedging", &|| {
         let hedging = hedging.clone();
         Box::pin(async move { drop(hedging.execute(|_| work()).await) })
+    });
+    let no_overload = policy
+        .to_builder()
+        .name("bench-no-overload")
+        .overload_control(None)
+        .build()
+        .expect("valid policy");
+    row(runtime, "nresilience_no_overload", &|| {
+        let no_overload = no_overload.clone();
+        Box::pin(async move { drop(no_overload.execute(|_| work()).await) })
     });
     row(runtime, "nresilience_bare", &|| {
         let bare = bare.clone();

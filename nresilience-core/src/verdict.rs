@@ -16,6 +16,11 @@ pub enum Verdict {
         /// Server pushback: how long the server asked the caller to wait.
         retry_after: Option<Duration>,
     },
+    /// The attempt never reached the dependency: its connection was refused, nothing listens
+    /// there. A transient failure that says the dependency is unavailable rather than slow or
+    /// failing: the call spreads the attempts it has left over the time it has left (O7), so
+    /// that one lands after the dependency is back.
+    Unreachable,
     /// A refusal by something that refills at its own pace: a 429, a limiter.
     Throttled {
         /// `true` when this process's own limiter or breaker refused the attempt: the
@@ -66,13 +71,19 @@ impl Verdict {
             Verdict::Transient { retry_after }
             | Verdict::Throttled { retry_after, .. }
             | Verdict::Overloaded { retry_after } => *retry_after,
-            Verdict::Success | Verdict::Permanent | Verdict::RetriedBelow => None,
+            Verdict::Success
+            | Verdict::Unreachable
+            | Verdict::Permanent
+            | Verdict::RetriedBelow => None,
         }
     }
 
     /// Whether another attempt could help.
     pub const fn is_retryable(&self) -> bool {
-        matches!(self, Verdict::Transient { .. } | Verdict::Throttled { .. })
+        matches!(
+            self,
+            Verdict::Transient { .. } | Verdict::Unreachable | Verdict::Throttled { .. }
+        )
     }
 
     /// Whether this process refused the attempt itself (its own rate limiter or circuit
@@ -87,12 +98,13 @@ impl Verdict {
         )
     }
 
-    /// The `nresilience.verdict` metric tag: `ok`, `transient`, `throttled`, `permanent`,
-    /// `overloaded` or `retried_below`.
+    /// The `nresilience.verdict` metric tag: `ok`, `transient`, `unreachable`, `throttled`,
+    /// `permanent`, `overloaded` or `retried_below`.
     pub const fn as_str(&self) -> &'static str {
         match self {
             Verdict::Success => "ok",
             Verdict::Transient { .. } => "transient",
+            Verdict::Unreachable => "unreachable",
             Verdict::Throttled { .. } => "throttled",
             Verdict::Permanent => "permanent",
             Verdict::Overloaded { .. } => "overloaded",

@@ -386,10 +386,12 @@ async fn e6_server_throttling_is_charged_to_the_budget() {
 
 #[tokio::test(start_paused = true)]
 async fn e5_ceiling_cuts_an_attempt_far_slower_than_recent_successes() {
-    // E5 alone: how the ceiling learns from these cuts is E7's (tests/ceiling_learns.rs).
+    // E5 alone: how the ceiling learns from these cuts is E7's (tests/ceiling_learns.rs), and
+    // how it stands aside for a dependency's queue is O1's (tests/overload.rs).
     let policy = RetryPolicy::builder()
         .backoff(Backoff::none())
         .attempt_ceiling(Some(AttemptCeiling::default().learn_from_cuts(false)))
+        .overload_control(None)
         .build()
         .unwrap();
     for _ in 0..20 {

@@ -187,9 +187,11 @@ async fn b11_b12_c3_c4_hg2_o4_counters_histograms_and_gauges_carry_the_original_
             .unwrap();
     }
 
-    // O4: a call overload control refuses, per dependency: one attempt in flight at most.
+    // O4: a call overload control refuses, per dependency: one attempt in flight at most, and
+    // no deadline to wait for room within (O7).
     let saturating = RetryPolicy::builder()
         .name("saturating")
+        .deadline(None)
         .overload_control(Some(OverloadControl::new().floor(1).initial(1)))
         .build()
         .unwrap();

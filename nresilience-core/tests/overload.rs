@@ -1,6 +1,7 @@
-//! Overload control through a call (O1, O2): an attempt the dependency cannot take ends its
+//! Overload control through a call (O1, O2, O7): an attempt the dependency cannot take ends its
 //! call at once, self-imposed (B8), keyed as the budgets are (H5), and seen (O4); one it can
-//! take is not cut by a ceiling its load outlasts (E5).
+//! take is not cut by a ceiling its load outlasts (E5); one over the limit waits for room, and a
+//! dependency refusing connections is tried again across the time the call has left (O7).
 
 #![allow(clippy::unwrap_used)]
 
@@ -10,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use nresilience_core::call::{Call, CallOptions, Step};
 use nresilience_core::overload::{Answer, OverloadControl};
-use nresilience_core::{clock, RejectReason, RetryBudget, RetryPolicy, StopReason};
+use nresilience_core::{
+    clock, Criticality, RejectReason, RetryBudget, RetryPolicy, StopReason, Verdict,
+};
 use support::Capture;
 
 /// A policy whose calls have 100 ms.
@@ -30,7 +33,12 @@ fn busy(policy: &RetryPolicy, key: Option<&str>, start: Instant) -> Instant {
     let mut now = start;
     for _ in 0..10 {
         let sent: Vec<_> = (0..10)
-            .map(|_| tracker.admit(now, None).unwrap().ticket)
+            .map(|_| {
+                tracker
+                    .admit(now, None, Criticality::Normal)
+                    .unwrap()
+                    .ticket
+            })
             .collect();
         now += ms(100);
         for ticket in sent {
@@ -38,7 +46,7 @@ fn busy(policy: &RetryPolicy, key: Option<&str>, start: Instant) -> Instant {
         }
     }
     for _ in 0..15 {
-        tracker.admit(now, None).unwrap();
+        tracker.admit(now, None, Criticality::Normal).unwrap();
     }
     now
 }
@@ -120,10 +128,16 @@ fn o1_a_cancelled_call_leaves_its_attempt_held_while_the_dependency_works_on_it(
 }
 
 #[test]
-fn o3_overload_control_is_off_unless_asked_for() {
+fn o3_overload_control_is_on_by_default_and_one_call_turns_it_off() {
     let policy = RetryPolicy::default();
-    assert!(policy.overload_control().is_none());
-    assert!(policy.load_tracker(None, Instant::now()).is_none());
+    assert_eq!(policy.overload_control(), Some(&OverloadControl::new()));
+    assert!(policy.load_tracker(None, Instant::now()).is_some());
+    let off = RetryPolicy::builder()
+        .overload_control(None)
+        .build()
+        .unwrap();
+    assert!(off.overload_control().is_none());
+    assert!(off.load_tracker(None, Instant::now()).is_none());
 }
 
 #[tokio::test(start_paused = true)]
@@ -164,4 +178,92 @@ async fn e5_o1_under_a_measured_queue_the_ceiling_does_not_cut_what_the_dependen
         panic!("sent: no deadline to outlast")
     };
     assert_eq!(attempt.timeout(), Some(timeout));
+}
+
+#[tokio::test(start_paused = true)]
+async fn o7_a_dependency_refusing_connections_is_tried_again_across_the_time_left() {
+    let ms = Duration::from_millis;
+    let policy = RetryPolicy::builder()
+        .deadline(Some(Duration::from_secs(2)))
+        .build()
+        .unwrap();
+    let start = clock::now();
+    // Nothing listens for the first 1.2 s, then the dependency is back.
+    let back = start + ms(1_200);
+    let mut sent = Vec::new();
+    let refused = |result: &Result<(), &str>| match result {
+        Ok(()) => Verdict::Success,
+        Err(_) => Verdict::Unreachable,
+    };
+    let answer = policy
+        .execute_with(&refused, |_| {
+            let now = clock::now();
+            sent.push(now - start);
+            async move {
+                if now >= back {
+                    Ok(())
+                } else {
+                    Err("refused")
+                }
+            }
+        })
+        .await;
+    assert!(answer.is_ok(), "attempts at {sent:?}: {answer:?}");
+    // Spent at the backoff's pace (100 ms, then 200 ms), all three would have met the outage.
+    assert!(
+        sent[1] >= ms(900),
+        "the next attempt waits for a share of the time left: {sent:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn o7_an_attempt_over_the_limit_waits_for_room_within_its_deadline() {
+    let ms = Duration::from_millis;
+    // A limit of one attempt in flight, bound from the start.
+    let policy = RetryPolicy::builder()
+        .deadline(Some(Duration::from_secs(1)))
+        .overload_control(Some(OverloadControl::new().floor(1).initial(1).max(10)))
+        .build()
+        .unwrap();
+    let start = clock::now();
+    let first = policy.execute(|_| async {
+        tokio::time::sleep(ms(300)).await;
+        Ok::<_, ()>(clock::now())
+    });
+    let second = async {
+        tokio::time::sleep(ms(10)).await;
+        policy
+            .execute(|_| async { Ok::<_, ()>(clock::now()) })
+            .await
+    };
+    let (first, second) = tokio::join!(first, second);
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert!(
+        second >= first,
+        "sent once the first left room: {:?} after {:?}",
+        second - start,
+        first - start
+    );
+    assert!(
+        second - start < ms(700),
+        "not long after: {:?}",
+        second - start
+    );
+
+    // A call whose deadline comes before the room does fails as a saturated one (O1, B8).
+    let hurried = RetryPolicy::builder()
+        .deadline(Some(ms(100)))
+        .overload_control(Some(OverloadControl::new().floor(1).initial(1).max(10)))
+        .build()
+        .unwrap();
+    let long = hurried.execute(|_| async {
+        tokio::time::sleep(ms(300)).await;
+        Ok::<_, ()>(())
+    });
+    let refused = async {
+        tokio::time::sleep(ms(10)).await;
+        hurried.execute(|_| async { Ok::<_, ()>(()) }).await
+    };
+    let (_, refused) = tokio::join!(long, refused);
+    assert_eq!(refused.unwrap_err().reason(), StopReason::Saturated);
 }

@@ -1,8 +1,9 @@
-//! The load tracker under contention (O1, O2): threads admitting, answering and abandoning
-//! attempts on one tracker, their timestamps taken from a shared counter so that they reach
-//! it out of order, as real clock reads do. However the operations interleave, the limit stays
-//! within its floor and maximum, and once every attempt has ended and its answer time has
-//! passed, the tracker holds nothing and admits the next attempt.
+//! The load tracker under contention (O1, O2, O7): threads admitting, answering and abandoning
+//! attempts on one tracker and waiting for room under its limit, their timestamps taken from a
+//! shared counter so that they reach it out of order, as real clock reads do. However the
+//! operations interleave, the limit stays within its floor and maximum, and once every attempt
+//! has ended and its answer time has passed, the tracker holds nothing, nobody waits, and it
+//! admits the next attempt.
 //!
 //! Also run under Miri (`cargo +nightly miri test -p nresilience-core --test
 //! overload_contention`), which checks the tracker's shared state for data races and
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nresilience_core::overload::{Answer, LoadTracker, OverloadControl};
+use nresilience_core::Criticality;
 
 use draws::Draws;
 
@@ -36,15 +38,32 @@ fn o1_o2_contended_threads_keep_the_trackers_rules_and_leave_nothing_held() {
                 std::thread::spawn(move || {
                     let mut draws = Draws(seed.wrapping_mul(0x5851_F42D_4C95_7F2D) ^ threads);
                     let mut mine = Vec::new();
+                    let mut waiting = Vec::new();
                     for _ in 0..OPERATIONS {
                         let draw = draws.next();
                         let now = start
                             + Duration::from_micros(clock.fetch_add(draw % 500, Ordering::Relaxed));
                         match (draw >> 16) % 4 {
                             0 | 1 => {
-                                let left = Some(Duration::from_micros((draw >> 24) % 200_000));
-                                if let Ok(admission) = tracker.admit(now, left) {
+                                let left = Duration::from_micros((draw >> 24) % 200_000);
+                                match tracker.admit(now, Some(left), Criticality::Normal) {
+                                    Ok(admission) => mine.push((admission.ticket, now)),
+                                    Err(refused) if refused.room_in.is_some() => {
+                                        waiting.extend(tracker.wait(now + left));
+                                    }
+                                    Err(_) => {}
+                                }
+                            }
+                            2 if !waiting.is_empty() && draw & 2 == 0 => {
+                                let ticket = waiting.swap_remove(0);
+                                if draw & 4 == 0 {
+                                    tracker.stop_waiting(ticket);
+                                } else if let Ok(admission) =
+                                    tracker.admit_waiting(ticket, now, None, Criticality::Normal)
+                                {
                                     mine.push((admission.ticket, now));
+                                } else {
+                                    waiting.push(ticket);
                                 }
                             }
                             2 if !mine.is_empty() => {
@@ -73,6 +92,9 @@ fn o1_o2_contended_threads_keep_the_trackers_rules_and_leave_nothing_held() {
                         assert!((4..=64).contains(&limit), "limit {limit}");
                     }
                     let now = start + Duration::from_micros(clock.load(Ordering::Relaxed));
+                    for ticket in waiting {
+                        tracker.stop_waiting(ticket);
+                    }
                     for (ticket, sent) in mine {
                         tracker.answered(
                             ticket,
@@ -94,8 +116,17 @@ fn o1_o2_contended_threads_keep_the_trackers_rules_and_leave_nothing_held() {
             0,
             "{threads} threads"
         );
+        assert_eq!(
+            tracker.waiting(end),
+            0,
+            "{threads} threads: every waiter left"
+        );
         assert!(tracker
-            .admit(end + Duration::from_secs(61), Some(Duration::ZERO))
+            .admit(
+                end + Duration::from_secs(61),
+                Some(Duration::ZERO),
+                Criticality::Normal,
+            )
             .is_ok());
     }
 }

@@ -225,10 +225,13 @@ fn c6_a_chain_following_the_rules_retries_at_one_layer() {
     assert!(report.amplification < deaf.amplification / 2.0, "{report}");
 }
 
-/// Three hops of SPEC S1's policy through a two-second outage, the budget and the chain rules
-/// on or off.
+/// Three hops of S1's policy through a two-second outage, the budget and the chain rules on
+/// or off, and no overload control: what the retry layers multiply, and what budgets and the
+/// chain rules hold, on their own.
 fn nested(budget: bool, rules: bool) -> SimulationReport {
-    Simulation::chain((0..3).map(|_| s1_policy(budget, s(1))))
+    let without_overload =
+        |policy: RetryPolicy| policy.to_builder().overload_control(None).build().unwrap();
+    Simulation::chain((0..3).map(|_| without_overload(s1_policy(budget, s(1)))))
         .against(Dependency::healthy(ms(5), ms(5)).outage(s(2), s(2)))
         .under(Load::constant(100.0))
         .for_duration(s(6))

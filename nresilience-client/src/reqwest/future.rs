@@ -234,6 +234,7 @@ fn classify(classifier: &HttpClassifier, answer: &Answer) -> Verdict {
         {
             Verdict::Permanent
         }
+        Err(reqwest_middleware::Error::Reqwest(error)) => crate::classify::classify_error(error),
         Err(_) => Verdict::TRANSIENT,
     }
 }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::options::{LimitAlgorithm, OverloadControl};
-use super::window::Slot;
+use super::window::{Slot, Window, SLOTS};
 
 /// Latency up to this many times its long-run average is "near" it: the spread of a healthy
 /// dependency, not a queue (Gradient2's default `rttTolerance`).
@@ -16,8 +16,34 @@ const SMOOTHING: f64 = 0.2;
 /// The slots the long-run latency averages over (ten seconds at the default window).
 const LONG_SLOTS: f64 = 100.0;
 
-/// What AIMD multiplies the limit by when an attempt is cut (concurrency-limits' default).
+/// What AIMD multiplies the limit by when an attempt is cut (concurrency-limits' default), and
+/// the accumulation limit each slot work still accumulates under it.
 const BACKOFF_RATIO: f64 = 0.9;
+
+/// Work accumulates when the attempts held outrun what the dependency finishes by this much
+/// (see [`Window::accumulation`]): a quarter more than Little's law explains.
+const ACCUMULATING: f64 = 1.25;
+
+/// How many slots in a row work must accumulate before the limit binds: two windows. A
+/// slowdown with no queue behind it accumulates only until the attempts in flight match the
+/// new latency, for about that latency and one window.
+const ENGAGE_SLOTS: u32 = 2 * SLOTS;
+
+/// Work is no longer accumulating below this.
+const KEEPING_PACE: f64 = 1.1;
+
+/// How long the limit must go unneeded — nothing refused, nothing accumulating — before it
+/// lets go: one window.
+const CALM_SLOTS: u32 = SLOTS;
+
+/// How often a binding limit is raised to see whether the dependency keeps pace with more.
+const PROBE_SLOTS: u32 = 2 * SLOTS;
+
+/// How much a probe raises the limit.
+const PROBE_GAIN: f64 = 1.25;
+
+/// How much more the dependency must finish under a raised limit for the raise to stay.
+const PROBE_KEPT: f64 = 1.1;
 
 /// The limit, between the floor and the maximum, moved by one algorithm.
 #[derive(Debug, Clone, Copy)]
@@ -28,16 +54,53 @@ pub(super) struct Limit {
     algorithm: LimitAlgorithm,
     /// Gradient's long-run latency, in seconds: an exponential average of the slots' means.
     long: Option<f64>,
+    /// The accumulation algorithm's state.
+    accumulation: Accumulation,
+}
+
+/// Where the accumulation limit stands (O5).
+#[derive(Debug, Clone, Copy, Default)]
+struct Accumulation {
+    /// Whether the limit binds; while it does not, it is the maximum.
+    engaged: bool,
+    /// Slots in a row in which work accumulated, while not engaged.
+    growing: u32,
+    /// Slots in a row in which the engaged limit refused nothing and work kept pace.
+    calm: u32,
+    /// Slots in a row in which the engaged limit refused attempts, since it last moved.
+    binding: u32,
+    /// A raise under way, to see whether the dependency finishes more with it.
+    probe: Option<Probe>,
+}
+
+/// A raise of the limit under test.
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    /// The limit before it.
+    base: f64,
+    /// The completions a second before it.
+    rate: f64,
+    /// The slots it has run, and the slots it runs: the latency of an attempt and a window,
+    /// so that what the raise let in has had time to finish.
+    slots: u32,
+    lasts: u32,
 }
 
 impl Limit {
     pub(super) fn new(control: &OverloadControl) -> Self {
+        let value = control.initial_value();
         Self {
-            value: f64::from(control.initial),
+            value: f64::from(value),
             floor: f64::from(control.floor),
             max: f64::from(control.max),
             algorithm: control.algorithm,
             long: None,
+            // Started below the maximum, the accumulation limit binds from the start and lets
+            // go as it would after any spell of accumulation: once it goes a window unneeded.
+            accumulation: Accumulation {
+                engaged: value < control.max,
+                ..Accumulation::default()
+            },
         }
     }
 
@@ -47,10 +110,15 @@ impl Limit {
         self.value.floor() as u32
     }
 
-    /// Adapts to a finished slot, given the lowest latency seen lately (`no_load`). A slot
-    /// with no latency sample says nothing and changes nothing; one whose peak did not reach
-    /// half the limit says nothing about the limit (the traffic did not use it).
-    pub(super) fn adapt(&mut self, slot: &Slot, no_load: Option<Duration>) {
+    /// Adapts to a finished slot, given the window it ends and the lowest latency seen lately
+    /// (`no_load`). For the latency-based algorithms, a slot with no latency sample says
+    /// nothing and changes nothing; one whose peak did not reach half the limit says nothing
+    /// about the limit (the traffic did not use it).
+    pub(super) fn adapt(&mut self, slot: &Slot, window: &Window, no_load: Option<Duration>) {
+        if self.algorithm == LimitAlgorithm::Accumulation {
+            self.accumulate(slot, window);
+            return;
+        }
         let Some(measured) = slot.mean() else {
             return;
         };
@@ -97,7 +165,74 @@ impl Limit {
                     return;
                 }
             }
+            LimitAlgorithm::Accumulation => return,
         };
         self.value = next.clamp(self.floor, self.max);
+    }
+
+    /// The accumulation limit (O5): the maximum until work has accumulated for two windows,
+    /// then the work held at that moment, so that it stops growing, and lower by a tenth each
+    /// slot in which work still accumulates under it (attempts admitted and given up on before
+    /// an answer). Bound and keeping pace, it is raised now and then, and the raise stays only
+    /// if the dependency then finishes more: a dependency that is slower but keeps pace with
+    /// what it is sent finishes more with more in flight, a queue does not. Unneeded for a
+    /// window, it lets go.
+    fn accumulate(&mut self, slot: &Slot, window: &Window) {
+        let accumulation = window.accumulation();
+        let state = &mut self.accumulation;
+        if !state.engaged {
+            let growing = accumulation.is_some_and(|a| a > ACCUMULATING);
+            state.growing = if growing { state.growing + 1 } else { 0 };
+            if state.growing >= ENGAGE_SLOTS {
+                *state = Accumulation {
+                    engaged: true,
+                    ..Accumulation::default()
+                };
+                self.value = slot
+                    .mean_held(window.slot())
+                    .ceil()
+                    .clamp(self.floor, self.max);
+            }
+            return;
+        }
+        let refused = slot.refused > 0;
+        let calm = !refused && accumulation.is_none_or(|a| a <= KEEPING_PACE);
+        state.calm = if calm { state.calm + 1 } else { 0 };
+        if state.calm >= CALM_SLOTS {
+            *state = Accumulation::default();
+            self.value = self.max;
+            return;
+        }
+        if let Some(mut probe) = state.probe {
+            probe.slots += 1;
+            state.probe = Some(probe);
+            if probe.slots >= probe.lasts {
+                if window.completion_rate() < probe.rate * PROBE_KEPT {
+                    self.value = probe.base;
+                }
+                state.probe = None;
+                state.binding = 0;
+            }
+            return;
+        }
+        // Still accumulating under the limit: what it admits is cut or abandoned before it is
+        // answered, work the dependency does for nobody. Lower it until that stops.
+        if accumulation.is_some_and(|a| a > KEEPING_PACE) {
+            self.value = (self.value * BACKOFF_RATIO).clamp(self.floor, self.max);
+            state.binding = 0;
+            return;
+        }
+        state.binding = if refused { state.binding + 1 } else { 0 };
+        if state.binding >= PROBE_SLOTS {
+            let latency = window.mean().unwrap_or_default();
+            let slots = (latency.as_secs_f64() / window.slot().as_secs_f64()).ceil();
+            state.probe = Some(Probe {
+                base: self.value,
+                rate: window.completion_rate(),
+                slots: 0,
+                lasts: SLOTS + slots.min(f64::from(u32::MAX - SLOTS)) as u32,
+            });
+            self.value = (self.value * PROBE_GAIN).clamp(self.floor, self.max);
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! Overload control: serve what the dependency's capacity allows (O1, O2).
+//! Overload control: serve what the dependency's capacity allows (O1–O7). On by default
+//! (O3).
 //!
 //! Budgets bound the retries a fault sets off; nothing in them bounds the queue in front of
 //! a slowed dependency. Once that queue holds more than the dependency can serve within its
@@ -8,22 +9,31 @@
 //!
 //! - **O1, send nothing nobody will wait for.** The attempts the dependency holds — those in
 //!   flight, and those abandoned by their callers that it is still working on — over the rate
-//!   at which it finished attempts over the last window is the wait of the next one. When the
-//!   latency shows a queue and that wait is longer than the time the call has left (its own
-//!   deadline, or its caller's, C2), the attempt is not sent.
-//! - **O2, an adaptive concurrency limit.** The attempts held may not exceed a limit that
-//!   grows while latency stays near its no-load value and shrinks as it climbs or attempts
-//!   are cut; never below a floor, so the dependency's recovery is seen.
+//!   at which it finished attempts over the last window is the wait of the next one. When that
+//!   wait is longer than the time the call has left (its own deadline, or its caller's, C2),
+//!   the attempt is not sent.
+//! - **O2, O5, a concurrency limit that binds on accumulation.** Unbound until, for two
+//!   windows, the dependency answers less than four fifths of what it is sent (work
+//!   accumulating, as in a queue); then the work held, lower while work still accumulates,
+//!   never below a floor, raised when a raise lets the dependency finish more, and let go
+//!   after a calm window. A dependency that is slower but keeps pace is never limited, which
+//!   no latency-based limit ([`LimitAlgorithm`]'s others) can tell from a queue.
+//! - **O6, criticality under the limit.** Sheddable attempts may fill half of it, normal ones
+//!   all but a tenth, which critical ones keep.
+//! - **O7, attempts that last as long as the caller waits.** An attempt over the limit waits
+//!   for room, newest first, within its deadline ([`LoadTracker::wait`]).
 //!
-//! A refused attempt ends its call at once with `StopReason::Saturated`: a self-imposed
-//! refusal (B8) that spends no budget, deposits nothing and carries the expected wait as its
-//! hint. A hop serving a request answers it with the overload signal (C1), so the hops above
-//! fail fast too. With nothing held, nothing is refused.
+//! A refused attempt ends its call with `StopReason::Saturated`: a self-imposed refusal (B8)
+//! that spends no budget, deposits nothing and carries the expected wait as its hint. A hop
+//! serving a request answers it with the overload signal (C1), so the hops above fail fast
+//! too. With nothing held, nothing is refused. `docs/overload.md` has the evidence for the
+//! design and for the default.
 
 mod keyed;
 mod limit;
 mod options;
 mod tracker;
+mod waiting;
 mod window;
 
 #[cfg(test)]
@@ -32,3 +42,4 @@ mod tests;
 pub use keyed::KeyedTrackers;
 pub use options::{InvalidOverload, LimitAlgorithm, OverloadControl};
 pub use tracker::{Admission, Answer, LoadTracker, Saturated, SaturatedBy, Ticket};
+pub use waiting::WaitTicket;

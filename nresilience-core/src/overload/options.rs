@@ -4,15 +4,21 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
-/// How the concurrency limit adapts to the latency it measures (O2). The three are the
-/// classic ones of Netflix's `concurrency-limits`; see the [module docs](super) for the
-/// evidence behind the default.
+/// How the concurrency limit adapts (O2). The default binds only where work accumulates
+/// (O5); the other three are the classic latency-based ones of Netflix's
+/// `concurrency-limits`. See the [module docs](super) for the evidence behind the default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum LimitAlgorithm {
-    /// Scales the limit by the ratio of the no-load latency to the latency measured, plus a
-    /// queue allowance of √limit (Gradient2). The default.
+    /// No limit until what is sent outruns what the dependency answers for two windows (a
+    /// queue), then the work held at that moment, lower while work still accumulates: a
+    /// dependency that is slower but keeps pace is never limited, however high its latency.
+    /// A bound limit is raised now and then and keeps the raise only if the dependency then
+    /// finishes more. The default (O5).
     #[default]
+    Accumulation,
+    /// Scales the limit by the ratio of the no-load latency to the latency measured, plus a
+    /// queue allowance of √limit (Gradient2).
     Gradient,
     /// Adds one while latency stays near its no-load value and the limit is used; multiplies
     /// by 0.9 when it does not, or when an attempt is cut (additive increase, multiplicative
@@ -25,11 +31,12 @@ pub enum LimitAlgorithm {
 
 impl LimitAlgorithm {
     /// Every algorithm, the default first.
-    pub const ALL: [Self; 3] = [Self::Gradient, Self::Aimd, Self::Vegas];
+    pub const ALL: [Self; 4] = [Self::Accumulation, Self::Gradient, Self::Aimd, Self::Vegas];
 
-    /// Its name: `gradient`, `aimd` or `vegas`.
+    /// Its name: `accumulation`, `gradient`, `aimd` or `vegas`.
     pub const fn name(self) -> &'static str {
         match self {
+            Self::Accumulation => "accumulation",
             Self::Gradient => "gradient",
             Self::Aimd => "aimd",
             Self::Vegas => "vegas",
@@ -62,7 +69,7 @@ impl LimitAlgorithm {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OverloadControl {
     pub(super) floor: u32,
-    pub(super) initial: u32,
+    pub(super) initial: Option<u32>,
     pub(super) max: u32,
     pub(super) window: Duration,
     pub(super) algorithm: LimitAlgorithm,
@@ -75,16 +82,16 @@ impl Default for OverloadControl {
 }
 
 impl OverloadControl {
-    /// The defaults: a floor and a starting limit of 20 attempts in flight (those of Netflix's
-    /// Gradient2), at most 1,000, completions counted over the last second, the
-    /// [`Gradient`](LimitAlgorithm::Gradient) algorithm.
+    /// The defaults: a floor of 20 attempts in flight (Gradient2's), at most 1,000, completions
+    /// counted over the last second, the [`Accumulation`](LimitAlgorithm::Accumulation)
+    /// algorithm, which starts unbound.
     pub const fn new() -> Self {
         Self {
             floor: 20,
-            initial: 20,
+            initial: None,
             max: 1_000,
             window: Duration::from_secs(1),
-            algorithm: LimitAlgorithm::Gradient,
+            algorithm: LimitAlgorithm::Accumulation,
         }
     }
 
@@ -95,9 +102,11 @@ impl OverloadControl {
         self
     }
 
-    /// The limit a dependency starts with, from the floor to the maximum.
+    /// The limit a dependency starts with, from the floor to the maximum. Defaults to the
+    /// algorithm's own start: the maximum for [`Accumulation`](LimitAlgorithm::Accumulation),
+    /// which binds only once work accumulates, the floor for the latency-based ones.
     pub const fn initial(mut self, attempts: u32) -> Self {
-        self.initial = attempts;
+        self.initial = Some(attempts);
         self
     }
 
@@ -127,7 +136,11 @@ impl OverloadControl {
 
     /// The starting limit.
     pub const fn initial_value(&self) -> u32 {
-        self.initial
+        match (self.initial, self.algorithm) {
+            (Some(initial), _) => initial,
+            (None, LimitAlgorithm::Accumulation) => self.max,
+            (None, _) => self.floor,
+        }
     }
 
     /// The maximum limit.
@@ -155,10 +168,12 @@ impl OverloadControl {
             )
         } else if self.floor > self.max {
             format!("floor {} is above the maximum {}", self.floor, self.max)
-        } else if !(self.floor..=self.max).contains(&self.initial) {
+        } else if !(self.floor..=self.max).contains(&self.initial_value()) {
             format!(
                 "initial limit {} must be from the floor {} to the maximum {}",
-                self.initial, self.floor, self.max
+                self.initial_value(),
+                self.floor,
+                self.max
             )
         } else if !(Duration::from_millis(100)..=Duration::from_secs(60)).contains(&self.window) {
             format!("window must be from 100 ms to 60 s, got {:?}", self.window)

@@ -3,6 +3,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 
 use super::*;
+use crate::criticality::Criticality;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -16,7 +17,12 @@ fn measured(control: OverloadControl, per_slot: u32, latency: Duration) -> (Load
     let mut now = start;
     for _ in 0..10 {
         let tickets: Vec<_> = (0..per_slot)
-            .map(|_| tracker.admit(now, None).unwrap().ticket)
+            .map(|_| {
+                tracker
+                    .admit(now, None, Criticality::Normal)
+                    .unwrap()
+                    .ticket
+            })
             .collect();
         now += ms(100);
         for ticket in tickets {
@@ -32,22 +38,32 @@ fn o1_an_attempt_whose_wait_outlasts_its_call_is_not_sent() {
     let control = OverloadControl::new().floor(100).initial(100);
     let (tracker, now) = measured(control, 10, ms(100));
     for _ in 0..30 {
-        tracker.admit(now, None).unwrap();
+        tracker.admit(now, None, Criticality::Normal).unwrap();
     }
-    let refused = tracker.admit(now, Some(ms(200))).unwrap_err();
+    let refused = tracker
+        .admit(now, Some(ms(200)), Criticality::Normal)
+        .unwrap_err();
     assert_eq!(refused.cause, SaturatedBy::Wait);
     let wait = refused.retry_after.as_secs_f64();
     assert!((0.25..0.35).contains(&wait), "expected wait {wait}");
     // A call with time enough is sent, and a call with no deadline always is.
-    assert!(tracker.admit(now, Some(ms(400))).is_ok());
-    assert!(tracker.admit(now, None).is_ok());
+    assert!(tracker
+        .admit(now, Some(ms(400)), Criticality::Normal)
+        .is_ok());
+    assert!(tracker.admit(now, None, Criticality::Normal).is_ok());
 }
 
 #[test]
 fn o1_an_abandoned_attempt_stays_held_until_a_later_one_is_answered() {
     let (tracker, now) = measured(OverloadControl::new(), 10, ms(50));
-    let early = tracker.admit(now, None).unwrap().ticket;
-    let late = tracker.admit(now, None).unwrap().ticket;
+    let early = tracker
+        .admit(now, None, Criticality::Normal)
+        .unwrap()
+        .ticket;
+    let late = tracker
+        .admit(now, None, Criticality::Normal)
+        .unwrap()
+        .ticket;
     tracker.abandoned(early, ms(20), true, now + ms(20));
     assert_eq!(
         tracker.held(now + ms(20)),
@@ -65,7 +81,10 @@ fn o1_an_abandoned_attempt_stays_held_until_a_later_one_is_answered() {
 #[test]
 fn o1_an_abandoned_attempt_is_let_go_once_its_answer_would_have_come() {
     let (tracker, now) = measured(OverloadControl::new(), 10, ms(50));
-    let ticket = tracker.admit(now, None).unwrap().ticket;
+    let ticket = tracker
+        .admit(now, None, Criticality::Normal)
+        .unwrap()
+        .ticket;
     tracker.abandoned(ticket, ms(10), false, now + ms(10));
     assert_eq!(tracker.held(now + ms(10)), 1);
     assert_eq!(tracker.held(now + Duration::from_secs(61)), 0);
@@ -78,18 +97,26 @@ fn o1_answers_without_the_work_do_not_count_as_completions() {
     let mut now = start;
     // A second of fast refusals: no completion rate to speak of.
     for _ in 0..100 {
-        let ticket = tracker.admit(now, None).unwrap().ticket;
+        let ticket = tracker
+            .admit(now, None, Criticality::Normal)
+            .unwrap()
+            .ticket;
         now += ms(10);
         tracker.answered(ticket, ms(1), Answer::Unserved, now);
     }
     // Nothing awaited: sent. A second of answers without one completion: no rate of work to
     // tell a wait from, and a dependency that finishes nothing is stalled, not queueing.
-    let admission = tracker.admit(now, Some(ms(1))).unwrap();
+    let admission = tracker
+        .admit(now, Some(ms(1)), Criticality::Normal)
+        .unwrap();
     assert_eq!(admission.expected_wait(), None, "{admission:?}");
     assert!(!admission.overloaded());
     tracker.answered(admission.ticket, ms(1), Answer::Overloaded, now);
     assert!(
-        tracker.admit(now, None).unwrap().overloaded(),
+        tracker
+            .admit(now, None, Criticality::Normal)
+            .unwrap()
+            .overloaded(),
         "it said so within the window"
     );
 }
@@ -99,9 +126,9 @@ fn o2_attempts_at_the_limit_are_refused_at_once() {
     let start = Instant::now();
     let tracker = LoadTracker::new(OverloadControl::new().floor(3).initial(3), start);
     for _ in 0..3 {
-        tracker.admit(start, None).unwrap();
+        tracker.admit(start, None, Criticality::Normal).unwrap();
     }
-    let refused = tracker.admit(start, None).unwrap_err();
+    let refused = tracker.admit(start, None, Criticality::Normal).unwrap_err();
     assert_eq!(refused.cause, SaturatedBy::Limit);
 }
 
@@ -110,27 +137,55 @@ fn e5_a_ceiling_below_the_expected_wait_does_not_cut_the_attempt() {
     let control = OverloadControl::new().floor(100).initial(100);
     let (tracker, now) = measured(control, 10, ms(100));
     for _ in 0..20 {
-        tracker.admit(now, None).unwrap();
+        tracker.admit(now, None, Criticality::Normal).unwrap();
     }
-    let admission = tracker.admit(now, None).unwrap();
+    let admission = tracker.admit(now, None, Criticality::Normal).unwrap();
     assert!(admission.outlasts(ms(50)), "{admission:?}");
     assert!(!admission.outlasts(ms(500)), "{admission:?}");
 }
 
 #[test]
-fn e5_o1_a_stalled_dependency_is_no_queue_the_ceiling_stands_aside_for() {
+fn e5_o1_o5_a_stall_is_no_queue_and_is_bounded_by_the_limit_once_work_accumulates() {
     let start = Instant::now();
     let tracker = LoadTracker::new(OverloadControl::new(), start);
-    // Ten attempts sent and none answered for a whole window: a stall.
-    for _ in 0..10 {
-        tracker.admit(start, None).unwrap();
+    // Forty attempts sent and none answered for a whole window: a stall.
+    for _ in 0..40 {
+        tracker.admit(start, None, Criticality::Normal).unwrap();
     }
-    let now = start + Duration::from_secs(1);
-    let admission = tracker.admit(now, None).unwrap();
-    assert!(!admission.outlasts(ms(50)), "{admission:?}");
-    // Its calls' waits are still judged on it (O1): ten seconds of attempts ahead.
-    let refused = tracker.admit(now, Some(ms(500))).unwrap_err();
-    assert_eq!(refused.cause, SaturatedBy::Wait);
+    let mut now = start + Duration::from_secs(1);
+    let admission = tracker.admit(now, None, Criticality::Normal).unwrap();
+    assert!(
+        admission.outlasts(ms(50)),
+        "stuck for everyone: a retry meets the same stall, no ceiling cuts it (E5)"
+    );
+    assert!(tracker.stalled(now));
+    // No wait can be told from a dependency that finishes nothing: O1 does not refuse.
+    assert!(tracker
+        .admit(now, Some(ms(500)), Criticality::Normal)
+        .is_ok());
+    assert_eq!(tracker.limit(now), 1_000, "unbound until work accumulates");
+    // Held for two windows with nothing finished, the work accumulates: the limit binds at
+    // what is held (O5), lower each slot it goes on, and the next attempt is refused by it.
+    for _ in 0..20 {
+        now += ms(100);
+        tracker.held(now);
+    }
+    let held = tracker.held(now);
+    assert_eq!(tracker.limit(now), held, "bound where the work stood");
+    now += ms(100);
+    assert_eq!(
+        tracker.limit(now),
+        held * 9 / 10,
+        "lower while nothing is answered"
+    );
+    for _ in 0..40 {
+        now += ms(100);
+        assert!(tracker.limit(now) >= 20, "never below the floor");
+    }
+    let refused = tracker
+        .admit(now, Some(ms(500)), Criticality::Normal)
+        .unwrap_err();
+    assert_eq!(refused.cause, SaturatedBy::Limit);
 }
 
 #[test]
@@ -175,6 +230,11 @@ enum Op {
     Wait {
         ms: u64,
     },
+    /// A call refused by the limit asks again for room, or gives up waiting (O7).
+    AskAgain {
+        which: usize,
+        give_up: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -184,34 +244,60 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(which, latency_ms, served)| Op::Answer { which, latency_ms, served }),
         1 => (any::<usize>(), any::<bool>()).prop_map(|(which, cut)| Op::Abandon { which, cut }),
         2 => (0u64..500).prop_map(|ms| Op::Wait { ms }),
+        1 => (any::<usize>(), any::<bool>())
+            .prop_map(|(which, give_up)| Op::AskAgain { which, give_up }),
     ]
 }
 
 proptest! {
-    /// O1, O2: whatever happens, the limit stays within the floor and the maximum, an
-    /// attempt with nothing awaited is sent, and the attempts held are bounded.
+    /// O1, O2, O5, O7: whatever happens, the limit stays within the floor and the maximum, an
+    /// attempt with nothing awaited is sent, waiting or not, and the attempts held and the
+    /// calls waiting are bounded.
     #[test]
     fn o2_the_limit_stays_in_bounds_and_nothing_awaited_is_never_refused(
         floor in 1u32..40,
         ops in proptest::collection::vec(op(), 1..400),
         algorithm in prop_oneof![
-            Just(LimitAlgorithm::Gradient), Just(LimitAlgorithm::Aimd), Just(LimitAlgorithm::Vegas)
+            Just(LimitAlgorithm::Accumulation), Just(LimitAlgorithm::Gradient),
+            Just(LimitAlgorithm::Aimd), Just(LimitAlgorithm::Vegas)
         ],
+        bound_from_the_start in any::<bool>(),
     ) {
-        let control = OverloadControl::new().floor(floor).initial(floor).max(floor * 4)
-            .algorithm(algorithm);
+        let mut control = OverloadControl::new().floor(floor).max(floor * 4).algorithm(algorithm);
+        if bound_from_the_start {
+            control = control.initial(floor);
+        }
         let start = Instant::now();
         let tracker = LoadTracker::new(control, start);
         let mut now = start;
         let mut running: Vec<(Ticket, Instant)> = Vec::new();
+        let mut waiting = Vec::new();
         for op in ops {
             match op {
                 Op::Admit { left_ms } => {
                     let nothing_awaited = running.is_empty();
-                    match tracker.admit(now, left_ms.map(ms)) {
+                    match tracker.admit(now, left_ms.map(ms), Criticality::Normal) {
                         Ok(admission) => running.push((admission.ticket, now)),
                         Err(refused) => {
                             prop_assert!(!nothing_awaited, "refused with nothing awaited: {refused:?}");
+                            if refused.room_in.is_some() {
+                                waiting.extend(tracker.wait(now + ms(left_ms.unwrap_or(1_000))));
+                            }
+                        }
+                    }
+                }
+                Op::AskAgain { which, give_up } if !waiting.is_empty() => {
+                    let ticket = waiting.swap_remove(which % waiting.len());
+                    if give_up {
+                        tracker.stop_waiting(ticket);
+                    } else {
+                        let nothing_awaited = running.is_empty();
+                        match tracker.admit_waiting(ticket, now, None, Criticality::Normal) {
+                            Ok(admission) => running.push((admission.ticket, now)),
+                            Err(refused) => {
+                                prop_assert!(!nothing_awaited, "refused with nothing awaited: {refused:?}");
+                                waiting.push(ticket);
+                            }
                         }
                     }
                 }
@@ -230,7 +316,12 @@ proptest! {
             let limit = tracker.limit(now);
             prop_assert!((floor..=floor * 4).contains(&limit), "limit {limit}");
             prop_assert!(tracker.held(now) as usize <= running.len() + 2 * (floor * 4) as usize);
+            prop_assert!(tracker.waiting(now) <= waiting.len().min(2 * (floor * 4) as usize));
         }
+        for ticket in waiting {
+            tracker.stop_waiting(ticket);
+        }
+        prop_assert_eq!(tracker.waiting(now), 0);
     }
 
     /// H5, O1: however many dependencies a client meets, the trackers kept stay bounded.

@@ -3,12 +3,15 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::limit::Limit;
 use super::options::OverloadControl;
+use super::waiting::{WaitTicket, WaitingRoom};
 use super::window::Window;
+use crate::criticality::Criticality;
 
 /// How long the no-load latency remembers its lowest sample: the lowest of this period and
 /// the one before, so a fault shorter than a period does not become the new normal.
@@ -31,6 +34,7 @@ pub struct Admission {
     pub ticket: Ticket,
     wait: Option<Duration>,
     overloaded: bool,
+    stalled: bool,
 }
 
 impl Admission {
@@ -48,11 +52,13 @@ impl Admission {
     }
 
     /// Whether the dependency's load, not the attempt, would be what makes it slower than
-    /// `ceiling`: it was signalling overload, or the attempts ahead take longer than that to
-    /// finish. A measured attempt ceiling then cuts work the dependency will do anyway, and
-    /// its retry queues behind it (E5 meets O1).
+    /// `ceiling`: it was signalling overload, the attempts ahead take longer than that to
+    /// finish, or it finishes nothing for anyone — attempts beside this one awaited, and
+    /// nothing answered over the window. A measured attempt ceiling then cuts work the
+    /// dependency will do anyway, or a retry that meets the same stall, and the retry queues
+    /// behind it (E5 meets O1). One attempt stuck alone is still cut.
     pub fn outlasts(&self, ceiling: Duration) -> bool {
-        self.overloaded || self.wait.is_some_and(|wait| wait > ceiling)
+        self.overloaded || self.stalled || self.wait.is_some_and(|wait| wait > ceiling)
     }
 }
 
@@ -74,6 +80,9 @@ pub struct Saturated {
     pub retry_after: Duration,
     /// What refused it.
     pub cause: SaturatedBy,
+    /// Refused by the limit: how soon room is expected for it, the attempts ahead of it
+    /// finishing at the rate the dependency finishes them.
+    pub room_in: Option<Duration>,
 }
 
 /// What refused an attempt.
@@ -103,13 +112,15 @@ pub enum SaturatedBy {
 /// ```
 /// use std::time::{Duration, Instant};
 /// use nresilience_core::overload::{Answer, LoadTracker, OverloadControl, SaturatedBy};
+/// use nresilience_core::Criticality;
 ///
 /// let ms = Duration::from_millis;
 /// let mut now = Instant::now();
 /// let tracker = LoadTracker::new(OverloadControl::new(), now);
+/// let normal = Criticality::Normal;
 /// // A second in which the dependency finishes 10 attempts every 100 ms: 100 a second.
 /// for _ in 0..10 {
-///     let sent: Vec<_> = (0..10).map(|_| tracker.admit(now, None).unwrap().ticket).collect();
+///     let sent: Vec<_> = (0..10).map(|_| tracker.admit(now, None, normal).unwrap().ticket).collect();
 ///     now += ms(100);
 ///     for ticket in sent {
 ///         tracker.answered(ticket, ms(99), Answer::Served, now - ms(1));
@@ -117,12 +128,12 @@ pub enum SaturatedBy {
 /// }
 /// // Fifteen attempts held take about 150 ms to finish: a call with 100 ms left is not sent
 /// // one, and learns how long the wait is.
-/// let held: Vec<_> = (0..15).map(|_| tracker.admit(now, None).unwrap()).collect();
-/// let refused = tracker.admit(now, Some(ms(100))).unwrap_err();
+/// let held: Vec<_> = (0..15).map(|_| tracker.admit(now, None, normal).unwrap()).collect();
+/// let refused = tracker.admit(now, Some(ms(100)), normal).unwrap_err();
 /// assert_eq!(refused.cause, SaturatedBy::Wait);
 /// assert!((ms(140)..ms(160)).contains(&refused.retry_after), "{refused:?}");
 /// // A call with time enough is.
-/// assert!(tracker.admit(now, Some(ms(500))).is_ok());
+/// assert!(tracker.admit(now, Some(ms(500)), normal).is_ok());
 /// # drop(held);
 /// ```
 pub struct LoadTracker {
@@ -130,6 +141,10 @@ pub struct LoadTracker {
     /// The dependency's key, when the tracker is one of a [`KeyedTrackers`](super::KeyedTrackers).
     dependency: Option<Arc<str>>,
     state: Mutex<State>,
+    /// The limit as the latest event left it, and the one last handed to a gauge (`0` before
+    /// the first): read without the lock.
+    limit: AtomicU32,
+    reported: AtomicU32,
 }
 
 struct State {
@@ -141,11 +156,10 @@ struct State {
     last: Instant,
     /// When the dependency last answered with an overload signal or a throttle.
     overloaded_at: Option<Instant>,
-    /// The limit last handed to a gauge: `0` before the first.
-    reported: u32,
     window: Window,
     limit: Limit,
     no_load: NoLoad,
+    waiting: WaitingRoom,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -157,7 +171,8 @@ struct Abandoned {
 /// The lowest latency answered, over this period and the last.
 #[derive(Debug, Clone, Copy)]
 struct NoLoad {
-    since: Instant,
+    /// When the period ends.
+    until: Instant,
     current: Option<Duration>,
     previous: Option<Duration>,
 }
@@ -183,51 +198,67 @@ impl LoadTracker {
                 next: 1,
                 last: now,
                 overloaded_at: None,
-                reported: 0,
                 window: Window::new(control.window, now),
                 limit: Limit::new(&control),
                 no_load: NoLoad {
-                    since: now,
+                    until: now.checked_add(NO_LOAD_PERIOD).unwrap_or(now),
                     current: None,
                     previous: None,
                 },
+                waiting: WaitingRoom::default(),
             }),
+            limit: AtomicU32::new(Limit::new(&control).value()),
+            reported: AtomicU32::new(0),
         }
     }
 
-    /// Admits an attempt at `now` whose call has `left` (`None`: no deadline), or refuses it.
-    pub fn admit(&self, now: Instant, left: Option<Duration>) -> Result<Admission, Saturated> {
-        let mut state = self.lock();
-        state.roll(now);
-        let held = state.held();
-        // With nothing awaited, an attempt is the only way to see the dependency again: it
-        // goes, whatever the attempts abandoned earlier suggest.
-        if state.in_flight > 0 {
-            let wait = state.drain(held);
-            let refused = if held >= state.limit.value() {
-                Some(SaturatedBy::Limit)
-            } else {
-                let too_long = left.zip(wait).is_some_and(|(left, wait)| wait > left);
-                too_long.then_some(SaturatedBy::Wait)
-            };
-            if let Some(cause) = refused {
-                let retry_after = wait.or(state.no_load.get()).unwrap_or_default();
-                return Err(Saturated { retry_after, cause });
-            }
+    /// Admits an attempt at `now` whose call has `left` (`None`: no deadline) and whose caller
+    /// waits on it as `criticality` says, or refuses it. Under the limit, a sheddable attempt
+    /// may fill half of it and a normal one all but a tenth, which critical attempts keep
+    /// (O6). A new attempt is the newest: room under the limit goes to it before any waiter.
+    pub fn admit(
+        &self,
+        now: Instant,
+        left: Option<Duration>,
+        criticality: Criticality,
+    ) -> Result<Admission, Saturated> {
+        self.at(now).admit(now, left, criticality, 0)
+    }
+
+    /// Makes a call the limit refused wait for room until `until` (O7), or `None` when too
+    /// many wait already: it asks again with [`admit_waiting`](Self::admit_waiting).
+    pub fn wait(&self, until: Instant) -> Option<WaitTicket> {
+        let bound = 2 * self.control.max as usize;
+        self.lock().waiting.join(until, bound)
+    }
+
+    /// Admits the waiting call of `ticket` once there is room for it and for every waiter
+    /// newer than it, or refuses it again; [`Saturated::room_in`] says when to ask next. A call
+    /// whose waiting time is up is judged as a new attempt would be.
+    pub fn admit_waiting(
+        &self,
+        ticket: WaitTicket,
+        now: Instant,
+        left: Option<Duration>,
+        criticality: Criticality,
+    ) -> Result<Admission, Saturated> {
+        let mut state = self.at(now);
+        let newer = state.waiting.newer_than(ticket, now).unwrap_or(0);
+        let admitted = state.admit(now, left, criticality, newer);
+        if admitted.is_ok() {
+            state.waiting.leave(ticket);
         }
-        state.in_flight += 1;
-        let held = state.held();
-        state.window.occupied(held);
-        let seq = state.next;
-        state.next += 1;
-        let overloaded = state
-            .overloaded_at
-            .is_some_and(|at| now.saturating_duration_since(at) < state.window.span());
-        Ok(Admission {
-            ticket: Ticket { seq },
-            wait: state.queue_wait(held),
-            overloaded,
-        })
+        admitted
+    }
+
+    /// The call of `ticket` waits no more: it gave up, or went away.
+    pub fn stop_waiting(&self, ticket: WaitTicket) {
+        self.lock().waiting.leave(ticket);
+    }
+
+    /// The calls waiting for room at `now`: those whose waiting time is up are not counted.
+    pub fn waiting(&self, now: Instant) -> usize {
+        self.lock().waiting.len_at(now)
     }
 
     /// The attempt of `ticket` was answered after `latency`, at `now`. When
@@ -235,9 +266,9 @@ impl LoadTracker {
     /// before it was sent; an answer without the work frees its place and says nothing of how
     /// fast the dependency works.
     pub fn answered(&self, ticket: Ticket, latency: Duration, answer: Answer, now: Instant) {
-        let mut state = self.lock();
-        state.roll(now);
+        let mut state = self.at(now);
         state.in_flight = state.in_flight.saturating_sub(1);
+        state.window.answered();
         match answer {
             Answer::Served => {}
             Answer::Unserved => return,
@@ -265,16 +296,18 @@ impl LoadTracker {
     /// The dependency may still be working on it: it stays held until a later attempt is
     /// answered or its expected answer time has passed.
     pub fn abandoned(&self, ticket: Ticket, waited: Duration, cut: bool, now: Instant) {
-        let mut state = self.lock();
-        state.roll(now);
+        let mut state = self.at(now);
         state.in_flight = state.in_flight.saturating_sub(1);
         if cut {
             state.window.latency(waited, true);
         }
-        // Its own place counts: it finishes after the attempts ahead of it and itself.
+        // Its own place counts: it finishes after the attempts ahead of it and itself. A
+        // dependency that finishes nothing gives no time to count on: the attempt is held for
+        // the latency seen lately, not for the stall's length, or the stall's end would find
+        // the tracker full of work the dependency has long finished.
         let held = state.held() + 1;
         let remaining = state
-            .drain(held)
+            .queue_wait(held)
             .or(state.window.mean())
             .unwrap_or_default()
             .min(LONGEST_HOLD);
@@ -288,27 +321,49 @@ impl LoadTracker {
         });
     }
 
+    /// The attempt of `ticket` lost to another attempt of its call, answered first (a hedge),
+    /// at `now`: dropped, like an abandoned one, but its going unanswered says nothing of the
+    /// dependency's pace, which the answer that superseded it kept.
+    pub fn superseded(&self, ticket: Ticket, now: Instant) {
+        self.abandoned(ticket, Duration::ZERO, false, now);
+        self.lock().window.dropped();
+    }
+
+    /// The attempt of `ticket` was cut after `waited` by the caller's measured ceiling, at
+    /// `now`: cut, like [`abandoned`](Self::abandoned) with `cut`, but a ceiling is the
+    /// caller's guess about one attempt — fitted to healthy latency, it cuts every attempt of
+    /// a dependency that is merely slower — and its cut says nothing of whether the
+    /// dependency keeps pace with what it is sent (O5).
+    pub fn cut_by_ceiling(&self, ticket: Ticket, waited: Duration, now: Instant) {
+        self.abandoned(ticket, waited, true, now);
+        self.lock().window.dropped();
+    }
+
     /// The attempt of `ticket` was admitted but never sent (something after the admission
     /// refused it): it holds nothing.
     pub fn withdraw(&self, ticket: Ticket) {
         let _ = ticket;
         let mut state = self.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
+        state.window.dropped();
     }
 
     /// Attempts the dependency holds at `now`, as far as this process knows: those in flight,
     /// and those abandoned while it may still work on them.
     pub fn held(&self, now: Instant) -> u32 {
-        let mut state = self.lock();
-        state.roll(now);
-        state.held()
+        self.at(now).held()
+    }
+
+    /// Whether the dependency finishes nothing: attempts were held for a slot and more of
+    /// the window, and none was finished or even answered (O7). A stall, not a queue, nor a
+    /// dependency answering errors.
+    pub fn stalled(&self, now: Instant) -> bool {
+        self.at(now).window.stalled()
     }
 
     /// The adaptive limit on attempts held, at `now`.
     pub fn limit(&self, now: Instant) -> u32 {
-        let mut state = self.lock();
-        state.roll(now);
-        state.limit.value()
+        self.at(now).limit.value()
     }
 
     /// The settings.
@@ -321,13 +376,21 @@ impl LoadTracker {
         self.dependency.as_ref()
     }
 
-    /// The limit at `now` when it differs from the one this returned last (the first time,
-    /// always): what a gauge needs, recorded only when it moves (O4).
-    pub fn limit_moved(&self, now: Instant) -> Option<u32> {
+    /// The limit as the latest event left it, when it differs from the one this returned last
+    /// (the first time, always): what a gauge needs, recorded only when it moves (O4). Two
+    /// atomic reads, no lock: every attempt's end asks.
+    pub fn limit_moved(&self) -> Option<u32> {
+        let limit = self.limit.load(Ordering::Relaxed);
+        (self.reported.swap(limit, Ordering::Relaxed) != limit).then_some(limit)
+    }
+
+    /// The state, brought up to `now`, with the limit published for [`limit_moved`](Self::limit_moved).
+    fn at(&self, now: Instant) -> MutexGuard<'_, State> {
         let mut state = self.lock();
-        state.roll(now);
-        let limit = state.limit.value();
-        (std::mem::replace(&mut state.reported, limit) != limit).then_some(limit)
+        if state.roll(now) {
+            self.limit.store(state.limit.value(), Ordering::Relaxed);
+        }
+        state
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -337,22 +400,88 @@ impl LoadTracker {
 }
 
 impl State {
+    /// [`LoadTracker::admit`], for an attempt with `newer` waiters ahead of it, on a state
+    /// brought up to `now`.
+    fn admit(
+        &mut self,
+        now: Instant,
+        left: Option<Duration>,
+        criticality: Criticality,
+        newer: usize,
+    ) -> Result<Admission, Saturated> {
+        let held = self.held();
+        // With nothing awaited, an attempt is the only way to see the dependency again: it
+        // goes, whatever the attempts abandoned earlier suggest.
+        if self.in_flight > 0 {
+            // A dependency that finishes nothing gives no wait to judge by: a stall is bounded
+            // by the limit, once work has accumulated long enough to engage it, not by O1.
+            let wait = self.queue_wait(held);
+            let retry_after = wait.or(self.no_load.get()).unwrap_or_default();
+            // Nobody waits for an attempt that cannot be served in time, limit or none (O1).
+            if left.zip(wait).is_some_and(|(left, wait)| wait > left) {
+                return Err(Saturated {
+                    retry_after,
+                    cause: SaturatedBy::Wait,
+                    room_in: None,
+                });
+            }
+            let ahead = held.saturating_add(u32::try_from(newer).unwrap_or(u32::MAX));
+            let share = share(self.limit.value(), criticality);
+            if ahead >= share {
+                self.window.refused();
+                let to_finish = f64::from(ahead - share + 1);
+                let room_in = match self.window.rate() {
+                    Some(rate) if rate > 0.0 => {
+                        Duration::from_secs_f64((to_finish / rate).min(LONGEST_HOLD.as_secs_f64()))
+                    }
+                    _ => self.no_load.get().unwrap_or(self.window.slot()),
+                };
+                return Err(Saturated {
+                    retry_after,
+                    cause: SaturatedBy::Limit,
+                    room_in: Some(room_in),
+                });
+            }
+        }
+        self.in_flight += 1;
+        let held = self.held();
+        self.window.occupied(held);
+        self.window.sent();
+        let seq = self.next;
+        self.next += 1;
+        let overloaded = self
+            .overloaded_at
+            .is_some_and(|at| now.saturating_duration_since(at) < self.window.span());
+        Ok(Admission {
+            ticket: Ticket { seq },
+            wait: self.queue_wait(held),
+            overloaded,
+            stalled: self.in_flight > 1 && self.window.stalled(),
+        })
+    }
+
     fn held(&self) -> u32 {
         let abandoned = u32::try_from(self.abandoned.len()).unwrap_or(u32::MAX);
         self.in_flight.saturating_add(abandoned)
     }
 
-    /// Brings the window, the limit and the held attempts up to `now`.
-    fn roll(&mut self, now: Instant) {
-        if let Some(finished) = self.window.advance(now) {
-            self.limit.adapt(&finished, self.no_load.get());
+    /// Brings the window, the limit and the held attempts up to `now`; whether a slot ended,
+    /// and the limit may have moved.
+    fn roll(&mut self, now: Instant) -> bool {
+        let finished = self.window.advance(now);
+        if let Some(finished) = &finished {
+            self.limit.adapt(finished, &self.window, self.no_load.get());
         }
+        let since = now.saturating_duration_since(self.last);
+        // The work held since the last event, at most a slot of it: a long quiet spell says
+        // nothing of a slot's load.
+        self.window
+            .held_for(self.held(), since.min(self.window.slot()));
         // Only time with an attempt awaited can show a completion: time with abandoned
         // attempts alone is not counted, or a dependency no one waits on would look stalled.
         // Busy time since the last event counts in the window, at most a window of it.
         if self.in_flight > 0 {
-            let busy = now.saturating_duration_since(self.last);
-            self.window.busy(busy.min(self.window.span()));
+            self.window.busy(since.min(self.window.span()));
         }
         self.last = self.last.max(now);
         self.no_load.roll(now);
@@ -360,32 +489,34 @@ impl State {
         while self.abandoned.front().is_some_and(|a| a.until <= now) {
             self.abandoned.pop_front();
         }
+        finished.is_some()
     }
 
     /// How long the `held` attempts take to finish at the rate the dependency finished them
-    /// while busy over the window; with none finished in a window busy throughout, at least a
-    /// window each.
-    fn drain(&self, held: u32) -> Option<Duration> {
-        let rate = self.window.rate()?;
-        let seconds = if rate > 0.0 {
-            f64::from(held) / rate
-        } else {
-            self.window.span().as_secs_f64() * f64::from(held)
-        };
-        Some(Duration::from_secs_f64(
-            seconds.min(LONGEST_HOLD.as_secs_f64()),
-        ))
-    }
-
-    /// [`drain`](Self::drain) when the dependency is finishing attempts: a queue, which it
-    /// works through. A dependency that finished none over the window is stalled, not
-    /// queueing, and this is `None`: what an admitted attempt waits for then is a stuck
-    /// connection or a hung dependency, which the measured ceiling exists to cut.
+    /// while busy — over the window, or over its last slots when that is faster: a dependency
+    /// finishing work again after a stall is seen within a few slots. `None` while the window
+    /// cannot tell, and when the dependency finished none over it: stalled, not queueing, and
+    /// what an admitted attempt waits for then is a stuck connection or a hung dependency,
+    /// which the measured ceiling exists to cut.
     fn queue_wait(&self, held: u32) -> Option<Duration> {
-        self.window
-            .rate()
-            .filter(|&rate| rate > 0.0)
-            .and_then(|_| self.drain(held))
+        let rate = match (self.window.rate()?, self.window.recent_rate()) {
+            (window, Some(recent)) => window.max(recent),
+            (window, None) => window,
+        };
+        (rate > 0.0).then(|| {
+            Duration::from_secs_f64((f64::from(held) / rate).min(LONGEST_HOLD.as_secs_f64()))
+        })
+    }
+}
+
+/// The attempts held that an attempt of `criticality` may find and still be admitted under
+/// `limit` (O6): half of it for a sheddable one, all but a tenth for a normal one, all of it
+/// for a critical one.
+fn share(limit: u32, criticality: Criticality) -> u32 {
+    match criticality {
+        Criticality::Sheddable => (limit / 2).max(1),
+        Criticality::Normal => limit - limit / 10,
+        Criticality::Critical => limit,
     }
 }
 
@@ -402,9 +533,9 @@ impl NoLoad {
     }
 
     fn roll(&mut self, now: Instant) {
-        if now.saturating_duration_since(self.since) >= NO_LOAD_PERIOD {
+        if now >= self.until {
             self.previous = self.current.take();
-            self.since = now;
+            self.until = now.checked_add(NO_LOAD_PERIOD).unwrap_or(now);
         }
     }
 }

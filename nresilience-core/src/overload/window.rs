@@ -1,10 +1,13 @@
 //! What a dependency did over the last window, in ten slots: completions, for its completion
-//! rate, and latency, for its limit.
+//! rate; latency and the work held, for its limit.
 
 use std::time::{Duration, Instant};
 
 /// Slots per window: the limit adapts once per slot.
 pub(super) const SLOTS: u32 = 10;
+
+/// The slots the recent completion rate counts: a third of the window.
+const RECENT_SLOTS: u64 = 3;
 
 /// One slot's tally.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -13,6 +16,14 @@ pub(super) struct Slot {
     index: u64,
     /// Attempts the dependency finished: answered, or known finished because a later one was.
     pub(super) completions: u32,
+    /// Attempts admitted to it, and those of them never sent, superseded by another
+    /// attempt's answer (a hedge that lost) or cut by the caller's measured ceiling: their
+    /// going unanswered says nothing of its pace. An attempt its call gave up on, or that its
+    /// timeout or deadline cut, counts: a caller gives up on what is too slow for it.
+    sent: u32,
+    dropped: u32,
+    /// Attempts it answered, with the work or without: what left its hands.
+    answers: u32,
     /// Latency of the attempts answered or cut in this slot, summed, and how many.
     latency_nanos: u64,
     pub(super) samples: u32,
@@ -22,6 +33,10 @@ pub(super) struct Slot {
     pub(super) peak: u32,
     /// How long the dependency held at least one attempt: the time its completions took.
     busy_nanos: u64,
+    /// The attempts held, integrated over the slot's time (attempt-nanoseconds).
+    held_nanos: u64,
+    /// Attempts refused by the limit.
+    pub(super) refused: u32,
 }
 
 impl Slot {
@@ -29,6 +44,11 @@ impl Slot {
     pub(super) fn mean(&self) -> Option<Duration> {
         (self.samples > 0)
             .then(|| Duration::from_nanos(self.latency_nanos / u64::from(self.samples)))
+    }
+
+    /// The attempts held on average over `slot`, the slot's length.
+    pub(super) fn mean_held(&self, slot: Duration) -> f64 {
+        self.held_nanos as f64 / slot.as_nanos().max(1) as f64
     }
 }
 
@@ -38,17 +58,20 @@ pub(super) struct Window {
     origin: Instant,
     slot: Duration,
     slots: [Slot; SLOTS as usize],
-    /// The slot being filled.
+    /// The slot being filled, and when it ends.
     current: u64,
+    end: Instant,
 }
 
 impl Window {
     pub(super) fn new(window: Duration, origin: Instant) -> Self {
+        let slot = window / SLOTS;
         Self {
             origin,
-            slot: window / SLOTS,
+            slot,
             slots: [Slot::default(); SLOTS as usize],
             current: 0,
+            end: origin.checked_add(slot).unwrap_or(origin),
         }
     }
 
@@ -60,12 +83,20 @@ impl Window {
     /// Moves to the slot of `now`; returns the slot just finished when `now` starts a new one
     /// (`None` when the clock has not left the current slot, or went back).
     pub(super) fn advance(&mut self, now: Instant) -> Option<Slot> {
+        // Most events fall in the slot being filled: one comparison, no division.
+        if now < self.end {
+            return None;
+        }
         let index = self.index_at(now);
         if index <= self.current {
             return None;
         }
         let finished = self.slots[(self.current % u64::from(SLOTS)) as usize];
         self.current = index;
+        let slot = u64::try_from(self.slot.as_nanos()).unwrap_or(u64::MAX);
+        self.end = (self.origin)
+            .checked_add(Duration::from_nanos(slot.saturating_mul(index + 1)))
+            .unwrap_or(now);
         let slot = &mut self.slots[(index % u64::from(SLOTS)) as usize];
         *slot = Slot {
             index,
@@ -86,6 +117,25 @@ impl Window {
         slot.completions = slot.completions.saturating_add(count);
     }
 
+    /// An attempt was sent.
+    pub(super) fn sent(&mut self) {
+        let slot = self.current_mut();
+        slot.sent = slot.sent.saturating_add(1);
+    }
+
+    /// An attempt was superseded by another's answer, cut by the caller's ceiling, or
+    /// withdrawn before it was sent.
+    pub(super) fn dropped(&mut self) {
+        let slot = self.current_mut();
+        slot.dropped = slot.dropped.saturating_add(1);
+    }
+
+    /// An attempt was answered, with the work or without.
+    pub(super) fn answered(&mut self) {
+        let slot = self.current_mut();
+        slot.answers = slot.answers.saturating_add(1);
+    }
+
     pub(super) fn latency(&mut self, latency: Duration, cut: bool) {
         let slot = self.current_mut();
         let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
@@ -98,6 +148,21 @@ impl Window {
         let slot = self.current_mut();
         let nanos = u64::try_from(busy.as_nanos()).unwrap_or(u64::MAX);
         slot.busy_nanos = slot.busy_nanos.saturating_add(nanos);
+    }
+
+    /// `held` attempts were held for `time`.
+    pub(super) fn held_for(&mut self, held: u32, time: Duration) {
+        let slot = self.current_mut();
+        let nanos = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
+        slot.held_nanos = slot
+            .held_nanos
+            .saturating_add(nanos.saturating_mul(u64::from(held)));
+    }
+
+    /// An attempt was refused by the limit.
+    pub(super) fn refused(&mut self) {
+        let slot = self.current_mut();
+        slot.refused = slot.refused.saturating_add(1);
     }
 
     pub(super) fn occupied(&mut self, occupied: u32) {
@@ -130,6 +195,78 @@ impl Window {
             return None;
         }
         Some(completions as f64 / Duration::from_nanos(busy).as_secs_f64())
+    }
+
+    /// How far what was sent outran what the dependency answered, over the window, leaving
+    /// out what was superseded, never sent or cut by a ceiling: about 1 when what is sent leaves as fast
+    /// as it comes, however slowly each attempt is served; above it while work accumulates, as
+    /// it does in a queue, where attempts wait until their timeouts cut them; infinite when
+    /// attempts were awaited for a slot and more and nothing was answered. `None` when nothing
+    /// was answered in a window not yet busy for a slot: too little to say. Counts, not
+    /// latencies: a heavy tail that takes seconds to settle moves neither.
+    pub(super) fn accumulation(&self) -> Option<f64> {
+        let (sent, dropped, answers, busy) =
+            self.live()
+                .fold((0u64, 0u64, 0u64, 0u64), |(s, d, a, b), slot| {
+                    (
+                        s + u64::from(slot.sent),
+                        d + u64::from(slot.dropped),
+                        a + u64::from(slot.answers),
+                        b.saturating_add(slot.busy_nanos),
+                    )
+                });
+        let sent = sent.saturating_sub(dropped);
+        let slot = u64::try_from(self.slot.as_nanos()).unwrap_or(u64::MAX);
+        match answers {
+            0 if busy < slot => None,
+            0 => Some(f64::INFINITY),
+            answers => Some(sent as f64 / answers as f64),
+        }
+    }
+
+    /// Whether attempts were held for a slot and more of the window and none left: nothing
+    /// finished, nothing was even answered. A stall; a dependency answering errors is not one.
+    pub(super) fn stalled(&self) -> bool {
+        let (busy, answers, completions) =
+            self.live().fold((0u64, 0u64, 0u64), |(b, a, c), slot| {
+                (
+                    b.saturating_add(slot.busy_nanos),
+                    a + u64::from(slot.answers),
+                    c + u64::from(slot.completions),
+                )
+            });
+        let slot = u64::try_from(self.slot.as_nanos()).unwrap_or(u64::MAX);
+        busy >= slot && answers == 0 && completions == 0
+    }
+
+    /// The completions per second of busy time over the window, or none counted yet: see
+    /// [`rate`](Self::rate).
+    pub(super) fn completion_rate(&self) -> f64 {
+        self.rate().unwrap_or(0.0)
+    }
+
+    /// How long one slot lasts.
+    pub(super) fn slot(&self) -> Duration {
+        self.slot
+    }
+
+    /// Completions per second of busy time over the last [`RECENT_SLOTS`], like
+    /// [`rate`](Self::rate) but quicker to see a dependency that has started finishing work
+    /// again after a stall.
+    pub(super) fn recent_rate(&self) -> Option<f64> {
+        let oldest = self.current.saturating_sub(RECENT_SLOTS - 1);
+        let (completions, busy) = self
+            .slots
+            .iter()
+            .filter(|slot| (oldest..=self.current).contains(&slot.index))
+            .fold((0u64, 0u64), |(c, b), slot| {
+                (
+                    c + u64::from(slot.completions),
+                    b.saturating_add(slot.busy_nanos),
+                )
+            });
+        let slot = u64::try_from(self.slot.as_nanos()).unwrap_or(u64::MAX);
+        (busy >= slot).then(|| completions as f64 / Duration::from_nanos(busy).as_secs_f64())
     }
 
     /// How long the window covers when full.

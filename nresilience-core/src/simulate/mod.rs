@@ -112,7 +112,11 @@ impl Simulation {
     /// use nresilience_core::{RetryBudget, RetryPolicy};
     ///
     /// let s = Duration::from_secs;
-    /// let hop = RetryPolicy::builder().budget(RetryBudget::None).build()?;
+    /// // Retry layers with neither a budget nor overload control: what they multiply.
+    /// let hop = RetryPolicy::builder()
+    ///     .budget(RetryBudget::None)
+    ///     .overload_control(None)
+    ///     .build()?;
     /// let chain = Simulation::chain([hop.clone(), hop.clone(), hop])
     ///     .against(Dependency::healthy(Duration::from_millis(5), Duration::from_millis(5)).outage(s(1), s(1)))
     ///     .under(Load::constant(50.0))

@@ -18,7 +18,7 @@ use crate::outcome::{RejectReason, StopReason};
 use crate::verdict::Verdict;
 
 /// A verdict's series, counted and timed.
-const VERDICTS: usize = 6;
+const VERDICTS: usize = 7;
 /// A call's outcome: the nine stop reasons, and `cancelled`.
 const OUTCOMES: usize = 10;
 const REASONS: usize = 3;
@@ -233,6 +233,7 @@ const fn verdict_index(verdict: Verdict) -> usize {
         Verdict::Permanent => 3,
         Verdict::Overloaded { .. } => 4,
         Verdict::RetriedBelow => 5,
+        Verdict::Unreachable => 6,
     }
 }
 

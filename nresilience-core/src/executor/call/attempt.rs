@@ -5,13 +5,16 @@ use std::time::{Duration, Instant};
 use tracing::Level;
 
 use super::decide::{attempt_bound, breaker_outcome, Decision};
-use super::{Attempt, Call, Phase, Step};
+use super::{Attempt, Call, Phase, Step, Waiting};
 use crate::clock;
 use crate::executor::error::LastAttempt;
 use crate::guards::breaker::BreakerOutcome;
 use crate::outcome::{RejectReason, StopReason};
-use crate::overload::Admission;
+use crate::overload::{Admission, LoadTracker, Saturated};
 use crate::verdict::Verdict;
+
+/// The shortest wait for room under the limit: a timer's resolution.
+const MIN_WAIT: Duration = Duration::from_millis(1);
 
 impl<E> Call<E> {
     pub(super) fn begin<T>(&mut self, now: Instant) -> Step<T, E> {
@@ -22,7 +25,7 @@ impl<E> Call<E> {
             self.last.get_or_insert(LastAttempt::TimedOut);
             return self.step(Decision::Stop(StopReason::DeadlineExceeded), now);
         }
-        if self.attempts == 0 {
+        if self.attempts == 0 && self.waiting.is_none() {
             self.report_nested();
         }
         if let Some(breaker) = self.policy.circuit_breaker() {
@@ -74,22 +77,68 @@ impl<E> Call<E> {
         Step::Run(self.admit(now, left, false, admission))
     }
 
-    /// Asks the dependency's load for room for the next attempt (O1, O2): out of line, as most
-    /// policies have overload control off.
-    #[cold]
+    /// Asks the dependency's load for room for the next attempt (O1, O2), or waits for it
+    /// (O7). Out of line: the attempt's own path stays small.
     #[inline(never)]
     fn admit_load<T>(
         &mut self,
         now: Instant,
         left: Option<Duration>,
     ) -> Result<Option<Admission>, Step<T, E>> {
-        let Some(admitted) = self.load.as_ref().map(|load| load.admit(now, left)) else {
+        let Some(load) = self.load.clone() else {
             return Ok(None);
         };
-        admitted.map(Some).map_err(|saturated| {
-            self.settle_permit(self.attempts + 1, BreakerOutcome::Ignored, now);
-            self.saturated(saturated, now)
-        })
+        let admitted = match self.waiting.as_deref() {
+            Some(waiting) => load.admit_waiting(waiting.ticket, now, left, self.criticality),
+            None => load.admit(now, left, self.criticality),
+        };
+        match admitted {
+            Ok(admission) => {
+                self.waiting = None;
+                Ok(Some(admission))
+            }
+            Err(saturated) => {
+                self.settle_permit(self.attempts + 1, BreakerOutcome::Ignored, now);
+                if let Some(until) = self.room_worth_waiting_for(&saturated, &load, now, left) {
+                    return Err(Step::Sleep(until));
+                }
+                if let Some(waiting) = self.waiting.take() {
+                    load.stop_waiting(waiting.ticket);
+                }
+                Err(self.saturated(saturated, now))
+            }
+        }
+    }
+
+    /// When to ask again for room the limit refused (O7): an attempt over the limit waits for
+    /// it while its call has time for the wait and a typical attempt after it. `None` when it
+    /// cannot wait: refused by its expected wait, with no deadline to bound the wait, or out
+    /// of time.
+    #[cold]
+    fn room_worth_waiting_for(
+        &mut self,
+        saturated: &Saturated,
+        load: &LoadTracker,
+        now: Instant,
+        left: Option<Duration>,
+    ) -> Option<Instant> {
+        let room_in = saturated.room_in?.max(MIN_WAIT);
+        let until = match self.waiting.as_deref() {
+            Some(waiting) => waiting.until,
+            None => {
+                let margin = self.policy.estimate(now).typical().unwrap_or(MIN_WAIT);
+                clock::after(now, left?.checked_sub(margin)?)
+            }
+        };
+        let next = clock::after(now, room_in).min(until);
+        if next >= until {
+            return None;
+        }
+        if self.waiting.is_none() {
+            let ticket = load.wait(until)?;
+            self.waiting = Some(Box::new(Waiting { ticket, until }));
+        }
+        Some(next)
     }
 
     /// Starts the attempt numbered `self.attempts` at `now`, bounded by the attempt timeout,
@@ -128,16 +177,16 @@ impl<E> Call<E> {
             cut_at: timeout.map(|t| clock::after(now, t)),
             started: now,
             censors,
+            by_ceiling: ceiling.is_some() && timeout == ceiling,
             hedge,
             ticket,
         }
     }
 
     /// Records the dependency's limit for its gauge when it has moved (O4).
-    #[cold]
-    pub(super) fn report_limit(&self, now: Instant) {
+    pub(super) fn report_limit(&self) {
         if let Some(load) = &self.load {
-            if let Some(limit) = load.limit_moved(now) {
+            if let Some(limit) = load.limit_moved() {
                 self.policy
                     .instruments()
                     .overload_limit(limit, load.dependency());
@@ -145,13 +194,18 @@ impl<E> Call<E> {
         }
     }
 
-    /// The attempts in flight are dropped unanswered at `now`: the dependency may still be
-    /// working on them, so they stay in its load until it has finished them (O1).
+    /// The attempts in flight are dropped unanswered at `now`, `superseded` by another
+    /// attempt's answer or given up with their call: the dependency may still be working on
+    /// them, so they stay in its load until it has finished them (O1).
     #[cold]
-    pub(super) fn abandon_in_flight(&mut self, now: Instant) {
+    pub(super) fn abandon_in_flight(&mut self, now: Instant, superseded: bool) {
         if let Some(load) = &self.load {
             for _ in 0..self.in_flight {
-                load.abandoned(self.ticket, Duration::ZERO, false, now);
+                if superseded {
+                    load.superseded(self.ticket, now);
+                } else {
+                    load.abandoned(self.ticket, Duration::ZERO, false, now);
+                }
             }
         }
         self.in_flight = 0;

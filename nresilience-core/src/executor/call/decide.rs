@@ -56,7 +56,11 @@ impl<E> Call<E> {
         if let Some(after) = verdict.retry_after() {
             next = next.with_retry_after(after);
         }
-        let delay = self.policy.delay(&next, self.estimate.measured());
+        let mut delay = self.policy.delay(&next, self.estimate.measured());
+        if self.unavailable(verdict, now) {
+            let attempts_left = self.max_attempts - self.attempts;
+            delay = delay.max(spread(left, attempts_left, self.estimate.typical()));
+        }
         if misses_deadline(delay, self.estimate.typical(), left) {
             return Decision::Stop(StopReason::DeadlineExceeded);
         }
@@ -69,6 +73,16 @@ impl<E> Call<E> {
             "nresilience.retrying"
         );
         Decision::Sleep(clock::after(now, delay))
+    }
+
+    /// Whether the attempt that failed with `verdict` met a dependency that is not there to
+    /// serve it: it refused the connection, or it finishes nothing (O7).
+    fn unavailable(&self, verdict: Verdict, now: Instant) -> bool {
+        match verdict {
+            Verdict::Unreachable => true,
+            Verdict::Transient { .. } => self.load.as_ref().is_some_and(|load| load.stalled(now)),
+            _ => false,
+        }
     }
 
     pub(super) fn step<T>(&mut self, decision: Decision, now: Instant) -> Step<T, E> {
@@ -130,6 +144,25 @@ pub(super) fn misses_deadline(
 ) -> bool {
     let needed = delay.saturating_add(typical.unwrap_or_default());
     left.is_some_and(|left| needed >= left)
+}
+
+/// The delay before the next of `attempts_left` attempts that spreads them over the time
+/// `left`, the last starting two `typical` attempts (at least 10 ms each, a timer's slack)
+/// before the deadline (O7): a dependency that is unavailable for a moment is tried again
+/// when it may be back, not in the first few hundred milliseconds. Nothing to spread without
+/// a deadline.
+#[inline]
+pub(super) fn spread(
+    left: Option<Duration>,
+    attempts_left: u32,
+    typical: Option<Duration>,
+) -> Duration {
+    const SLACK: Duration = Duration::from_millis(10);
+    let Some(left) = left else {
+        return Duration::ZERO;
+    };
+    let margin = typical.unwrap_or_default().max(SLACK).saturating_mul(2);
+    left.saturating_sub(margin) / attempts_left.max(1)
 }
 
 /// How long an attempt may take — the attempt `timeout`, the measured `ceiling` and the
@@ -195,7 +228,9 @@ pub(super) fn answers(reason: StopReason) -> bool {
 pub(super) fn breaker_outcome(verdict: Verdict) -> BreakerOutcome {
     match verdict {
         Verdict::Success => BreakerOutcome::Success,
-        Verdict::Transient { .. } | Verdict::RetriedBelow => BreakerOutcome::Failure,
+        Verdict::Transient { .. } | Verdict::Unreachable | Verdict::RetriedBelow => {
+            BreakerOutcome::Failure
+        }
         Verdict::Throttled { .. } | Verdict::Permanent | Verdict::Overloaded { .. } => {
             BreakerOutcome::Ignored
         }
@@ -235,6 +270,20 @@ mod tests {
             self_imposed: false,
             retry_after: Some(ms(after)),
         }
+    }
+
+    #[test]
+    fn o7_the_attempts_left_share_the_time_left_the_last_leaving_two_typical_attempts() {
+        // 2 s left, two attempts to go, 100 ms typical: 1.8 s to share.
+        assert_eq!(spread(Some(ms(2_000)), 2, Some(ms(100))), ms(900));
+        // A typical attempt too quick to see still leaves a timer's slack.
+        assert_eq!(spread(Some(ms(1_000)), 1, None), ms(980));
+        assert_eq!(spread(Some(ms(10)), 3, Some(ms(100))), Duration::ZERO);
+        assert_eq!(
+            spread(None, 3, Some(ms(100))),
+            Duration::ZERO,
+            "no deadline"
+        );
     }
 
     #[test]

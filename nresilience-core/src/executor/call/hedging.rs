@@ -61,7 +61,11 @@ impl<E> Call<E> {
         }
         // A copy of an attempt the dependency cannot serve in time helps no one (O1, O2).
         let left = self.time_left(now);
-        let admission = match self.load.as_ref().map(|load| load.admit(now, left)) {
+        let admission = match self
+            .load
+            .as_ref()
+            .map(|load| load.admit(now, left, self.criticality))
+        {
             Some(Ok(admission)) => Some(admission),
             None => None,
             Some(Err(_)) => return self.refuse_hedge(),
@@ -99,7 +103,7 @@ impl<E> Call<E> {
     #[cold]
     pub(super) fn cancel_others(&mut self, now: Instant) {
         self.policy.instruments().cancelled_attempts(self.in_flight);
-        self.abandon_in_flight(now);
+        self.abandon_in_flight(now, true);
         self.phase = Phase::Ready;
         self.permit = None;
         if let Some(concurrent) = self.concurrent.as_deref_mut() {

@@ -98,7 +98,7 @@ use crate::executor::policy::{Estimate, RetryPolicy};
 use crate::guards::breaker::BreakerPermit;
 use crate::nesting::{self, NestingSource};
 use crate::outcome::RejectReason;
-use crate::overload::{Answer, LoadTracker, Ticket};
+use crate::overload::{Answer, LoadTracker, Ticket, WaitTicket};
 use crate::verdict::Verdict;
 
 mod attempt;
@@ -175,6 +175,16 @@ pub struct Call<E> {
     load: Option<Arc<LoadTracker>>,
     /// The latest attempt's place in it: attempts abandoned together count from there.
     ticket: Ticket,
+    /// The call's place among those waiting for room under the limit, while it waits (O7).
+    waiting: Option<Box<Waiting>>,
+}
+
+/// A call waiting for room under its dependency's limit.
+#[derive(Debug)]
+struct Waiting {
+    ticket: WaitTicket,
+    /// When it stops waiting: a typical attempt before its deadline.
+    until: Instant,
 }
 
 impl<E> Call<E> {
@@ -250,6 +260,7 @@ impl<E> Call<E> {
             span,
             load,
             ticket: Ticket::default(),
+            waiting: None,
         }
     }
 
@@ -383,7 +394,7 @@ impl<E> Call<E> {
                 _ => Answer::Unserved,
             };
             load.answered(attempt.ticket, duration, answer, now);
-            self.report_limit(now);
+            self.report_limit();
         }
         let mut verdict = verdict;
         if let Some(concurrent) = self.concurrent.as_deref_mut() {
@@ -440,8 +451,12 @@ impl<E> Call<E> {
     pub fn timed_out<T>(&mut self, attempt: Attempt, now: Instant) -> Step<T, E> {
         let duration = self.end_attempt(&attempt, Verdict::TRANSIENT, now);
         if let Some(load) = &self.load {
-            load.abandoned(attempt.ticket, duration, true, now);
-            self.report_limit(now);
+            if attempt.by_ceiling {
+                load.cut_by_ceiling(attempt.ticket, duration, now);
+            } else {
+                load.abandoned(attempt.ticket, duration, true, now);
+            }
+            self.report_limit();
         }
         if attempt.censors {
             self.policy.record_cut(duration, now);
@@ -462,12 +477,15 @@ impl<E> Call<E> {
 impl<E> Drop for Call<E> {
     fn drop(&mut self) {
         self.return_token();
+        if let (Some(waiting), Some(load)) = (self.waiting.take(), &self.load) {
+            load.stop_waiting(waiting.ticket);
+        }
         // A probe slot held by a cancelled attempt goes back when its permit drops (G4).
         if !matches!(self.phase, Phase::Done)
             && (self.attempts > 0 || !matches!(self.phase, Phase::Ready))
         {
             let now = clock::now();
-            self.abandon_in_flight(now);
+            self.abandon_in_flight(now, false);
             let elapsed = now.saturating_duration_since(self.started);
             self.record_end(None, elapsed);
         }

@@ -87,6 +87,9 @@ pub struct Attempt {
     /// measured ceiling cuts it, or a deadline (the caller's, under C2) that is above the
     /// typical attempt.
     pub(super) censors: bool,
+    /// Whether its timeout is the measured ceiling: a cut there is the ceiling's guess about
+    /// this attempt, not a sign that the dependency falls behind what it is sent (O5).
+    pub(super) by_ceiling: bool,
     pub(super) hedge: bool,
     /// Its place in the dependency's load, when overload control is on.
     pub(super) ticket: Ticket,

@@ -39,7 +39,7 @@ pub(super) fn default_config() -> Config {
         circuit_breaker: None,
         jitter_seed: None,
         hedge: None,
-        overload_control: None,
+        overload_control: Some(OverloadControl::new()),
     }
 }
 
@@ -168,9 +168,10 @@ impl RetryPolicyBuilder {
     }
 
     /// Overload control for the policy's dependencies (O1, O2): an attempt whose expected
-    /// wait is longer than the time its call has left is not sent, and attempts in flight
-    /// are held to an adaptive limit; either refusal ends the call at once with
-    /// `StopReason::Saturated`. Defaults to `None`: off.
+    /// wait is longer than the time its call has left is not sent, and once work accumulates
+    /// at a dependency the attempts in flight are held to a limit; either refusal ends the call
+    /// at once with `StopReason::Saturated`. `None` turns it off. Defaults to
+    /// `Some(OverloadControl::new())`: on (O3).
     pub fn overload_control(mut self, control: Option<OverloadControl>) -> Self {
         self.config.overload_control = control;
         self

@@ -8,13 +8,15 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// One attempt per call, cut after `timeout`, no ceiling of its own.
+/// One attempt per call, cut after `timeout`, no ceiling of its own and no overload control:
+/// the dependency's model alone.
 fn impatient(timeout: Duration) -> RetryPolicy {
     RetryPolicy::builder()
         .max_attempts(1)
         .budget(RetryBudget::None)
         .attempt_timeout(Some(timeout))
         .attempt_ceiling(None)
+        .overload_control(None)
         .build()
         .expect("a valid policy")
 }
