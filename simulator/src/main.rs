@@ -108,8 +108,10 @@ pub(crate) struct Args {
         "hops", "chain_rules", "fleet", "hedge",
     ])]
     scenario: Option<Scenario>,
-    /// Overload control's rows, comma-separated: `off`, or an algorithm (`gradient`,
-    /// `aimd`, `vegas`). Defaults to `off` for the storm, `off,gradient` for a scenario.
+    /// Overload control's rows, comma-separated: `off`, or an algorithm (`accumulation`, the
+    /// library's default, `gradient`, `aimd`, `vegas`). Defaults to the library's default for
+    /// the storm (`off` for the original library's 75 s refresh, which has none),
+    /// `off,accumulation` for a scenario.
     #[arg(long, value_enum, value_delimiter = ',', conflicts_with_all = ["fleet", "hedge"])]
     overload: Option<Vec<OverloadSetting>>,
 }
@@ -118,6 +120,7 @@ pub(crate) struct Args {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum OverloadSetting {
     Off,
+    Accumulation,
     Gradient,
     Aimd,
     Vegas,
@@ -132,6 +135,7 @@ impl Args {
             .iter()
             .map(|setting| match setting {
                 OverloadSetting::Off => None,
+                OverloadSetting::Accumulation => Some(LimitAlgorithm::Accumulation),
                 OverloadSetting::Gradient => Some(LimitAlgorithm::Gradient),
                 OverloadSetting::Aimd => Some(LimitAlgorithm::Aimd),
                 OverloadSetting::Vegas => Some(LimitAlgorithm::Vegas),
@@ -252,8 +256,14 @@ fn run(args: &Args) -> Result<()> {
         RulesSetting::Both => &[false, true],
     };
     let mut runs = Vec::new();
-    let overloads = args.overload_settings(&[OverloadSetting::Off]);
     for &refresh in &refreshes {
+        // The original library's experiment runs as it did, without overload control.
+        let original = refresh == ORIGINAL_REFRESH;
+        let overloads = args.overload_settings(if original {
+            &[OverloadSetting::Off]
+        } else {
+            &[OverloadSetting::Accumulation]
+        });
         for &budget in budgets {
             for (&chain_rules, &overload) in signals
                 .iter()

@@ -82,7 +82,7 @@ fn dependency(lasting: Duration) -> Dependency {
 
 pub(super) fn main(args: &Args, lasting: Duration) -> Result<()> {
     let budgets = args.budget.budgets();
-    let overloads = args.overload_settings(&[OverloadSetting::Off, OverloadSetting::Gradient]);
+    let overloads = args.overload_settings(&[OverloadSetting::Off, OverloadSetting::Accumulation]);
     if !args.json {
         println!(
             "metastable: {RATE} calls/s for {DURATION:?} against a db of {WORKERS} workers and a queue of {QUEUE} \

@@ -210,7 +210,7 @@ fn d5_the_metastable_scenario_refuses_the_storms_flags() {
 }
 
 #[test]
-fn o1_o2_through_a_long_fault_the_db_serves_near_its_capacity_and_nothing_healthy_is_lost() {
+fn o1_o5_o7_through_a_long_fault_the_db_serves_near_its_capacity_and_nothing_healthy_is_lost() {
     // Five times slower, 12 workers serve about 77 of the 200 queries a second: at most
     // 38.7 % of the calls. Without overload control the queue fills with work whose callers
     // have left, and nearly every call fails while the fault lasts.
@@ -220,11 +220,12 @@ fn o1_o2_through_a_long_fault_the_db_serves_near_its_capacity_and_nothing_health
         let share = |run: &Value, field: &str| run[field].as_f64().unwrap();
         for ceiling in ["learning", "original"] {
             let off = with_overload(&runs, ceiling, "on", "off");
-            let on = with_overload(&runs, ceiling, "on", "gradient");
+            let on = with_overload(&runs, ceiling, "on", "accumulation");
             assert_eq!(on["trigger"]["lasting_s"], 20.0);
             assert!(share(off, "availability_during") < 0.15, "{off}");
-            assert!(share(on, "availability_during") > 0.33, "{on}");
-            assert!(share(on, "availability_during") < 0.45, "{on}");
+            // What the workers serve in the fault, and the calls that waited for room (O7)
+            // served after it within their 10 s.
+            assert!(share(on, "availability_during") > 0.37, "{on}");
             assert!(
                 share(on, "availability_before") >= share(off, "availability_before"),
                 "{on}"
@@ -234,7 +235,10 @@ fn o1_o2_through_a_long_fault_the_db_serves_near_its_capacity_and_nothing_health
                 "{on}"
             );
             assert!(on["saturated"].as_u64().unwrap() > 0, "{on}");
-            assert!(on["peak_queue"].as_u64().unwrap() < 100, "{on}");
+            assert!(
+                on["peak_queue"].as_u64().unwrap() < on["queue"].as_u64().unwrap(),
+                "the queue never fills: {on}"
+            );
         }
     }
 }

@@ -134,11 +134,16 @@ async fn c6_c7_a_backend_that_retried_is_not_retried_by_its_caller() {
 #[tokio::test]
 async fn c6_the_response_type_marks_a_call_that_retried_and_a_caller_may_opt_out() {
     // Nothing listens there: every attempt is a refused connection, so the backend's call
-    // ends in an error after its four attempts, and `?` makes the answer.
+    // ends in an error after its four attempts, spread over its 200 ms (O7), and `?` makes
+    // the answer.
     let gone = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let db = gone.local_addr().unwrap();
     drop(gone);
-    let policy = four_attempts().budget(RetryBudget::None).build().unwrap();
+    let policy = four_attempts()
+        .budget(RetryBudget::None)
+        .deadline(Some(Duration::from_millis(200)))
+        .build()
+        .unwrap();
     let (backend, backend_requests) = backend(policy, db).await;
     let url = format!("http://{backend}/question-mark");
 

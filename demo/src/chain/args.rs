@@ -71,9 +71,9 @@ pub enum Rules {
 #[serde(rename_all = "lowercase")]
 pub enum Overload {
     /// An attempt the next hop cannot serve before the caller gives up is not sent, and
-    /// attempts in flight are held to an adaptive limit.
+    /// attempts in flight are held to a limit once work accumulates (the library's default).
     On,
-    /// Every attempt is sent (the library's default).
+    /// Every attempt is sent.
     Off,
 }
 
@@ -90,7 +90,7 @@ pub struct RetryArgs {
     /// faces the users, takes their `--user-timeout-ms`.
     #[arg(long)]
     pub deadline_ms: Option<u64>,
-    /// Whether the hops' clients use overload control. Defaults to the library's (off).
+    /// Whether the hops' clients use overload control. Defaults to the library's (on).
     #[arg(long, value_enum)]
     pub overload: Option<Overload>,
     /// The hops' measured attempt ceiling. Defaults to the library's (learning).

@@ -163,7 +163,7 @@ fn color(stack: Stack) -> RGBColor {
         Stack::ReqwestRetry5s => RGBColor(140, 20, 140),
         Stack::Tower1s => RGBColor(120, 210, 220),
         Stack::Tower5s => RGBColor(0, 120, 130),
-        Stack::NresilienceOverload => RGBColor(0, 170, 255),
+        Stack::NresilienceNoOverload => RGBColor(0, 170, 255),
         Stack::TowerResilience1s => RGBColor(240, 190, 90),
         Stack::TowerResilience5s => RGBColor(180, 110, 0),
     }

@@ -95,13 +95,14 @@ pub async fn run(args: &ChainArgs, stack: Stack, stats: Arc<Stats>) -> Result<Su
         println!("{}", progress::HEADER);
     }
 
-    // The users make single attempts and give up after their timeout: the retries and
-    // attempt ceilings under study are the hops'.
+    // The users make single attempts and give up after their timeout: the retries, attempt
+    // ceilings and overload control under study are the hops'.
     let users = Client::new(
         RetryPolicy::builder()
             .name("users")
             .max_attempts(1)
             .attempt_ceiling(None)
+            .overload_control(None)
             .attempt_timeout(Some(args.user_timeout()))
             .deadline(Some(args.user_timeout()))
             .build()?,

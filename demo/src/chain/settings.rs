@@ -157,9 +157,9 @@ mod tests {
 
     #[test]
     fn p4_a_row_names_what_it_turns_on_and_a_flag_names_what_it_changes() {
-        let row = RowSettings::of(Stack::NresilienceOverload, RetryArgs::default(), USERS);
+        let row = RowSettings::of(Stack::NresilienceNoOverload, RetryArgs::default(), USERS);
         assert!(
-            row.description.contains("overload control on*"),
+            row.description.contains("overload control off*"),
             "{}",
             row.description
         );

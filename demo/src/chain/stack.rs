@@ -15,9 +15,8 @@ pub enum Stack {
     /// nresilience as `RetryPolicy::default()` and `Client::new` make it: the library's
     /// defaults.
     Nresilience,
-    /// nresilience's defaults with overload control turned on.
-    #[value(name = "nresilience+overload")]
-    NresilienceOverload,
+    /// nresilience's defaults with overload control turned off.
+    NresilienceNoOverload,
     /// nresilience's defaults with the retry budget off.
     NresilienceNoBudget,
     /// No retries: reqwest 0.13 as `Client::new()` makes it, no timeout.
@@ -78,7 +77,7 @@ impl Stack {
     /// Every row, in the order the demo runs them.
     pub const ALL: [Self; 12] = [
         Self::Nresilience,
-        Self::NresilienceOverload,
+        Self::NresilienceNoOverload,
         Self::NresilienceNoBudget,
         Self::None,
         Self::Reqwest1s,
@@ -95,7 +94,7 @@ impl Stack {
     pub const fn name(self) -> &'static str {
         match self {
             Self::Nresilience => "nresilience",
-            Self::NresilienceOverload => "nresilience+overload",
+            Self::NresilienceNoOverload => "nresilience-no-overload",
             Self::NresilienceNoBudget => "nresilience-no-budget",
             Self::None => "none",
             Self::Reqwest1s => "reqwest-1s",
@@ -143,10 +142,10 @@ impl Stack {
         };
         match self {
             Self::Nresilience => Library::Nresilience(Budget::On, DEFAULTS),
-            Self::NresilienceOverload => Library::Nresilience(
+            Self::NresilienceNoOverload => Library::Nresilience(
                 Budget::On,
                 RetryArgs {
-                    overload: Some(Overload::On),
+                    overload: Some(Overload::Off),
                     ..DEFAULTS
                 },
             ),
