@@ -189,6 +189,8 @@ impl LoadTracker {
     }
 
     fn of(control: OverloadControl, dependency: Option<Arc<str>>, now: Instant) -> Self {
+        let limit = Limit::new(&control);
+        let published = AtomicU32::new(limit.value());
         Self {
             control,
             dependency,
@@ -199,7 +201,7 @@ impl LoadTracker {
                 last: now,
                 overloaded_at: None,
                 window: Window::new(control.window, now),
-                limit: Limit::new(&control),
+                limit,
                 no_load: NoLoad {
                     until: now.checked_add(NO_LOAD_PERIOD).unwrap_or(now),
                     current: None,
@@ -207,7 +209,7 @@ impl LoadTracker {
                 },
                 waiting: WaitingRoom::default(),
             }),
-            limit: AtomicU32::new(Limit::new(&control).value()),
+            limit: published,
             reported: AtomicU32::new(0),
         }
     }
@@ -296,7 +298,23 @@ impl LoadTracker {
     /// The dependency may still be working on it: it stays held until a later attempt is
     /// answered or its expected answer time has passed.
     pub fn abandoned(&self, ticket: Ticket, waited: Duration, cut: bool, now: Instant) {
+        self.stop_holding(ticket, waited, cut, false, now);
+    }
+
+    /// `abandoned`, and with `unpaced` the attempt leaves the window's count of attempts sent:
+    /// its going unanswered says nothing of whether the dependency keeps pace (O5).
+    fn stop_holding(
+        &self,
+        ticket: Ticket,
+        waited: Duration,
+        cut: bool,
+        unpaced: bool,
+        now: Instant,
+    ) {
         let mut state = self.at(now);
+        if unpaced {
+            state.window.dropped();
+        }
         state.in_flight = state.in_flight.saturating_sub(1);
         if cut {
             state.window.latency(waited, true);
@@ -325,8 +343,7 @@ impl LoadTracker {
     /// at `now`: dropped, like an abandoned one, but its going unanswered says nothing of the
     /// dependency's pace, which the answer that superseded it kept.
     pub fn superseded(&self, ticket: Ticket, now: Instant) {
-        self.abandoned(ticket, Duration::ZERO, false, now);
-        self.lock().window.dropped();
+        self.stop_holding(ticket, Duration::ZERO, false, true, now);
     }
 
     /// The attempt of `ticket` was cut after `waited` by the caller's measured ceiling, at
@@ -335,8 +352,7 @@ impl LoadTracker {
     /// a dependency that is merely slower — and its cut says nothing of whether the
     /// dependency keeps pace with what it is sent (O5).
     pub fn cut_by_ceiling(&self, ticket: Ticket, waited: Duration, now: Instant) {
-        self.abandoned(ticket, waited, true, now);
-        self.lock().window.dropped();
+        self.stop_holding(ticket, waited, true, true, now);
     }
 
     /// The attempt of `ticket` was admitted but never sent (something after the admission
