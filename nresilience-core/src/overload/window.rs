@@ -52,6 +52,24 @@ impl Slot {
     }
 }
 
+/// What the dependency finished and answered over some slots, and the busy time it took.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Pace {
+    completions: u64,
+    answers: u64,
+    busy_nanos: u64,
+}
+
+impl Pace {
+    fn and(self, slot: &Slot) -> Self {
+        Self {
+            completions: self.completions + u64::from(slot.completions),
+            answers: self.answers + u64::from(slot.answers),
+            busy_nanos: self.busy_nanos.saturating_add(slot.busy_nanos),
+        }
+    }
+}
+
 /// The last [`SLOTS`] slots, oldest overwritten first.
 #[derive(Debug)]
 pub(super) struct Window {
@@ -61,6 +79,10 @@ pub(super) struct Window {
     /// The slot being filled, and when it ends.
     current: u64,
     end: Instant,
+    /// The pace over the window's slots before the current one, and over the recent ones
+    /// before it: they change only when a slot ends, and every admission reads them.
+    earlier: Pace,
+    recent_earlier: Pace,
 }
 
 impl Window {
@@ -72,6 +94,8 @@ impl Window {
             slots: [Slot::default(); SLOTS as usize],
             current: 0,
             end: origin.checked_add(slot).unwrap_or(origin),
+            earlier: Pace::default(),
+            recent_earlier: Pace::default(),
         }
     }
 
@@ -102,7 +126,23 @@ impl Window {
             index,
             ..Slot::default()
         };
+        self.earlier = self.pace_before(u64::from(SLOTS));
+        self.recent_earlier = self.pace_before(RECENT_SLOTS);
         Some(finished)
+    }
+
+    /// The pace over the `count` - 1 slots before the current one.
+    fn pace_before(&self, count: u64) -> Pace {
+        let oldest = self.current.saturating_sub(count - 1);
+        self.slots
+            .iter()
+            .filter(|slot| (oldest..self.current).contains(&slot.index))
+            .fold(Pace::default(), Pace::and)
+    }
+
+    /// The pace over the current slot and the `earlier` ones.
+    fn pace(&self, earlier: Pace) -> Pace {
+        earlier.and(&self.slots[(self.current % u64::from(SLOTS)) as usize])
     }
 
     fn current_mut(&mut self) -> &mut Slot {
@@ -184,17 +224,13 @@ impl Window {
     /// little to say. Counting busy time only, a lightly loaded dependency's rate is what it
     /// serves while it works, not the rate its callers happen to send.
     pub(super) fn rate(&self) -> Option<f64> {
-        let (completions, busy) = self.live().fold((0u64, 0u64), |(c, b), slot| {
-            (
-                c + u64::from(slot.completions),
-                b.saturating_add(slot.busy_nanos),
-            )
-        });
+        self.rate_of(self.pace(self.earlier))
+    }
+
+    fn rate_of(&self, pace: Pace) -> Option<f64> {
         let slot = u64::try_from(self.slot.as_nanos()).unwrap_or(u64::MAX);
-        if busy < slot {
-            return None;
-        }
-        Some(completions as f64 / Duration::from_nanos(busy).as_secs_f64())
+        (pace.busy_nanos >= slot)
+            .then(|| pace.completions as f64 / Duration::from_nanos(pace.busy_nanos).as_secs_f64())
     }
 
     /// How far what was sent outran what the dependency answered, over the window, leaving
@@ -227,16 +263,9 @@ impl Window {
     /// Whether attempts were held for a slot and more of the window and none left: nothing
     /// finished, nothing was even answered. A stall; a dependency answering errors is not one.
     pub(super) fn stalled(&self) -> bool {
-        let (busy, answers, completions) =
-            self.live().fold((0u64, 0u64, 0u64), |(b, a, c), slot| {
-                (
-                    b.saturating_add(slot.busy_nanos),
-                    a + u64::from(slot.answers),
-                    c + u64::from(slot.completions),
-                )
-            });
+        let pace = self.pace(self.earlier);
         let slot = u64::try_from(self.slot.as_nanos()).unwrap_or(u64::MAX);
-        busy >= slot && answers == 0 && completions == 0
+        pace.busy_nanos >= slot && pace.answers == 0 && pace.completions == 0
     }
 
     /// The completions per second of busy time over the window, or none counted yet: see
@@ -254,19 +283,7 @@ impl Window {
     /// [`rate`](Self::rate) but quicker to see a dependency that has started finishing work
     /// again after a stall.
     pub(super) fn recent_rate(&self) -> Option<f64> {
-        let oldest = self.current.saturating_sub(RECENT_SLOTS - 1);
-        let (completions, busy) = self
-            .slots
-            .iter()
-            .filter(|slot| (oldest..=self.current).contains(&slot.index))
-            .fold((0u64, 0u64), |(c, b), slot| {
-                (
-                    c + u64::from(slot.completions),
-                    b.saturating_add(slot.busy_nanos),
-                )
-            });
-        let slot = u64::try_from(self.slot.as_nanos()).unwrap_or(u64::MAX);
-        (busy >= slot).then(|| completions as f64 / Duration::from_nanos(busy).as_secs_f64())
+        self.rate_of(self.pace(self.recent_earlier))
     }
 
     /// How long the window covers when full.
@@ -285,5 +302,47 @@ impl Window {
         (samples > 0).then(|| {
             Duration::from_nanos(u64::try_from(nanos / u128::from(samples)).unwrap_or(u64::MAX))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The pace summed afresh over the window's live slots, ending with the current one.
+    fn summed(window: &Window, count: u64) -> Pace {
+        let oldest = window.current.saturating_sub(count - 1);
+        window
+            .slots
+            .iter()
+            .filter(|slot| (oldest..=window.current).contains(&slot.index))
+            .fold(Pace::default(), Pace::and)
+    }
+
+    proptest! {
+        /// O5: the pace kept from slot to slot is the pace summed over the slots, whatever
+        /// the events and however the clock moves between them.
+        #[test]
+        fn o5_the_kept_pace_is_the_pace_summed_over_the_slots(
+            events in prop::collection::vec((0u64..400, 0u8..4, 0u64..50), 1..300),
+        ) {
+            let origin = Instant::now();
+            let mut window = Window::new(Duration::from_secs(1), origin);
+            let mut now = origin;
+            for (step, kind, amount) in events {
+                now += Duration::from_millis(step);
+                window.advance(now);
+                match kind {
+                    0 => window.completed(u32::try_from(amount).unwrap()),
+                    1 => window.answered(),
+                    2 => window.busy(Duration::from_millis(amount)),
+                    _ => window.sent(),
+                }
+                prop_assert_eq!(window.pace(window.earlier), summed(&window, u64::from(SLOTS)));
+                prop_assert_eq!(window.pace(window.recent_earlier), summed(&window, RECENT_SLOTS));
+            }
+        }
     }
 }
