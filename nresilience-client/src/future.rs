@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body;
-use nresilience_core::call::{Attempt, Call, Flights, Landed, Step};
+use nresilience_core::call::{Attempt, Call, Flights, FlightEvent, Step};
 use nresilience_core::{clock, nesting, Classify, RetryError};
 use pin_project_lite::pin_project;
 use tower::Service;
@@ -167,20 +167,20 @@ where
             State::Running { held_hedge } => {
                 let hedge_at = this.call.hedge_at().filter(|_| held_hedge.is_none());
                 match this.flights.as_mut().poll_landed(cx, hedge_at) {
-                    Poll::Ready(Landed::Answered {
+                    Poll::Ready(FlightEvent::Answered {
                         attempt,
                         scope,
                         output,
                     }) => finish(&mut this, attempt, &scope, output),
-                    Poll::Ready(Landed::Cut { attempt, scope }) => {
+                    Poll::Ready(FlightEvent::Cut { attempt, scope }) => {
                         outbound::cut(this.call, attempt, &scope)
                     }
-                    Poll::Ready(Landed::HedgeDue(at)) => {
+                    Poll::Ready(FlightEvent::HedgeDue(at)) => {
                         // The cuts still apply while the service is busy.
                         *held_hedge = Some(at);
-                        Step::InFlight
+                        Step::KeepWaiting
                     }
-                    Poll::Ready(Landed::Woke) => this.call.next(clock::now()),
+                    Poll::Ready(FlightEvent::Woke) => this.call.next(clock::now()),
                     Poll::Pending => match *held_hedge {
                         Some(due) => {
                             let ready = ready!(this.service.poll_ready(cx));
@@ -200,7 +200,7 @@ where
                 // The service was made ready for it just now.
                 send(&mut this, attempt, true);
             }
-            Step::InFlight => {}
+            Step::KeepWaiting => {}
             Step::Sleep(until) => {
                 // A retried attempt's response was dropped unread: hyper closes its
                 // connection rather than returning a half-read one to the pool.
@@ -279,7 +279,7 @@ where
 }
 
 /// The hedge that was `due`, now that the service is `ready` for it: a [`Step::Hedge`] (or a
-/// [`Step::InFlight`], if the budget refused it meanwhile). A service that failed to get ready
+/// [`Step::KeepWaiting`], if the budget refused it meanwhile). A service that failed to get ready
 /// ends the call's hedging; the attempts in flight go on.
 fn hedge_when_ready<T, E>(
     call: &mut Call<TransportError>,
@@ -290,7 +290,7 @@ fn hedge_when_ready<T, E>(
         Ok(()) => call.next(clock::now().max(due)),
         Err(_) => {
             call.stop_hedging();
-            Step::InFlight
+            Step::KeepWaiting
         }
     }
 }

@@ -44,11 +44,11 @@ pub use backoff::{
 pub use budget::{BudgetOptions, InvalidBudget, RetryBudget, TokenBucket};
 pub use criticality::Criticality;
 pub use executor::call::{self, Attempt};
-pub use executor::ceiling::AttemptCeiling;
 pub use executor::error::{CallRejected, InvalidPolicy, LastAttempt, RetryError};
 pub use executor::execute::Execute;
 pub use executor::hedge::Hedge;
 pub use executor::latency;
+pub use executor::latency::ceiling::AttemptCeiling;
 pub use executor::policy::{RetryPolicy, RetryPolicyBuilder};
 pub use guards::{breaker, limiter};
 pub use outcome::{RejectReason, StopReason};

@@ -8,7 +8,7 @@ use std::future::{pending, poll_fn, ready, Future};
 use std::pin::{pin, Pin};
 use std::time::Duration;
 
-use nresilience_core::call::{Call, CallOptions, Flights, Landed, Step};
+use nresilience_core::call::{Call, CallOptions, FlightEvent, Flights, Step};
 use nresilience_core::{clock, Hedge, RetryPolicy};
 
 fn ms(n: u64) -> Duration {
@@ -28,7 +28,7 @@ fn policy(timeout: u64, hedge: u64) -> RetryPolicy {
 
 type Answer = Pin<Box<dyn Future<Output = u32>>>;
 
-async fn landed(flights: Pin<&mut Flights<Answer>>, call: &Call<()>) -> Landed<u32> {
+async fn landed(flights: Pin<&mut Flights<Answer>>, call: &Call<()>) -> FlightEvent<u32> {
     let mut flights = flights;
     poll_fn(|cx| flights.as_mut().poll_landed(cx, call.hedge_at())).await
 }
@@ -43,7 +43,7 @@ async fn hg1_e5_a_cut_due_with_the_hedge_comes_first() {
     };
     assert_eq!(first.cut_at(), call.hedge_at());
     flights.as_mut().run(first, (), Box::pin(pending()));
-    let Landed::Cut { attempt, .. } = landed(flights.as_mut(), &call).await else {
+    let FlightEvent::Cut { attempt, .. } = landed(flights.as_mut(), &call).await else {
         panic!("the cut lands first")
     };
     assert_eq!(attempt, first);
@@ -60,7 +60,7 @@ async fn hg1_a_hedge_is_due_at_its_instant_and_runs_beside_the_first() {
         panic!("the first attempt runs")
     };
     flights.as_mut().run(first, (), Box::pin(pending()));
-    let Landed::HedgeDue(at) = landed(flights.as_mut(), &call).await else {
+    let FlightEvent::HedgeDue(at) = landed(flights.as_mut(), &call).await else {
         panic!("the hedge is due before the cut")
     };
     assert_eq!(at - start, ms(30));
@@ -70,7 +70,7 @@ async fn hg1_a_hedge_is_due_at_its_instant_and_runs_beside_the_first() {
     };
     // The hedge answers at once; the first still runs, and is not the one that lands.
     flights.as_mut().hedge(hedge, (), Box::pin(ready(7)));
-    let Landed::Answered {
+    let FlightEvent::Answered {
         attempt, output, ..
     } = landed(flights.as_mut(), &call).await
     else {
@@ -95,7 +95,7 @@ async fn the_attempt_a_run_started_lands_before_a_hedge_answering_in_the_same_po
     flights
         .as_mut()
         .run(first, (), Box::pin(async move { rx.await.unwrap() }));
-    let Landed::HedgeDue(at) = landed(flights.as_mut(), &call).await else {
+    let FlightEvent::HedgeDue(at) = landed(flights.as_mut(), &call).await else {
         panic!("the hedge is due")
     };
     let Step::Hedge(hedge) = call.next::<u32>(at) else {
@@ -103,7 +103,7 @@ async fn the_attempt_a_run_started_lands_before_a_hedge_answering_in_the_same_po
     };
     flights.as_mut().hedge(hedge, (), Box::pin(ready(2)));
     tx.send(1).unwrap();
-    let Landed::Answered {
+    let FlightEvent::Answered {
         attempt, output, ..
     } = landed(flights.as_mut(), &call).await
     else {
@@ -120,7 +120,7 @@ async fn with_nothing_in_flight_the_sleep_ends_in_woke() {
     flights.as_mut().sleep(start + ms(250));
     assert!(matches!(
         landed(flights.as_mut(), &call).await,
-        Landed::Woke
+        FlightEvent::Woke
     ));
     assert_eq!(clock::now() - start, ms(250));
 }

@@ -245,7 +245,7 @@ fn hg1_h3_a_call_that_may_not_retry_never_hedges() {
         panic!("the first attempt runs")
     };
     assert_eq!(call.hedge_at(), None);
-    assert!(matches!(call.next::<()>(now + ms(500)), Step::InFlight));
+    assert!(matches!(call.next::<()>(now + ms(500)), Step::KeepWaiting));
     assert!(matches!(
         call.attempted(first, Ok(()), Verdict::Success, now + ms(600)),
         Step::Done(Ok(()))
@@ -257,7 +257,7 @@ fn hg1_h3_a_call_that_may_not_retry_never_hedges() {
         panic!("the first attempt runs")
     };
     assert_eq!(call.hedge_at(), Some(now + ms(50)));
-    assert!(matches!(call.next::<()>(now + ms(49)), Step::InFlight));
+    assert!(matches!(call.next::<()>(now + ms(49)), Step::KeepWaiting));
     let Step::<(), ()>::Hedge(second) = call.next(now + ms(50)) else {
         panic!("hedged at the delay")
     };
@@ -267,7 +267,7 @@ fn hg1_h3_a_call_that_may_not_retry_never_hedges() {
     // A transient failure beside the hedge: the hedge goes on.
     assert!(matches!(
         call.attempted::<()>(first, Err(()), Verdict::TRANSIENT, now + ms(60)),
-        Step::InFlight
+        Step::KeepWaiting
     ));
     assert!(matches!(
         call.attempted(second, Ok(()), Verdict::Success, now + ms(70)),
@@ -297,7 +297,7 @@ fn hg1_k13_a_throttle_beside_a_hedge_sets_the_wait_before_the_retry() {
     };
     assert!(matches!(
         call.attempted::<()>(first, Err(()), throttled, now + ms(60)),
-        Step::InFlight
+        Step::KeepWaiting
     ));
     assert_eq!(call.hedge_at(), None);
     // The hedge then fails transiently: the retry still waits out the server's hint.

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use ::reqwest::{Request, Response};
 use http::Extensions;
-use nresilience_core::call::{Attempt, Call, Flights, Landed, Step};
+use nresilience_core::call::{Attempt, Call, Flights, FlightEvent, Step};
 use nresilience_core::{clock, nesting, Verdict};
 use pin_project_lite::pin_project;
 use reqwest_middleware::Next;
@@ -18,7 +18,7 @@ use crate::classify::HttpClassifier;
 use crate::outbound;
 
 /// What an attempt answers.
-type Answer = reqwest_middleware::Result<Response>;
+type MiddlewareResult = reqwest_middleware::Result<Response>;
 
 /// Sends one attempt on through the rest of the chain with `extensions` of its own, which come
 /// back with its answer: several attempts of a call may be in flight at once (HG1), and only
@@ -27,7 +27,7 @@ pub(super) async fn attempt(
     next: Next<'_>,
     request: Request,
     mut extensions: Extensions,
-) -> (Answer, Extensions) {
+) -> (MiddlewareResult, Extensions) {
     let answer = next.run(request, &mut extensions).await;
     (answer, extensions)
 }
@@ -57,7 +57,7 @@ pin_project! {
 
 impl<'a, F, S> Attempts<'a, F, S>
 where
-    F: Future<Output = (Answer, Extensions)>,
+    F: Future<Output = (MiddlewareResult, Extensions)>,
     S: Fn(Next<'a>, Request, Extensions) -> F,
 {
     /// The attempts of `call`, made from `request` by `send`.
@@ -85,10 +85,10 @@ where
 
 impl<'a, F, S> Future for Attempts<'a, F, S>
 where
-    F: Future<Output = (Answer, Extensions)>,
+    F: Future<Output = (MiddlewareResult, Extensions)>,
     S: Fn(Next<'a>, Request, Extensions) -> F,
 {
-    type Output = Answer;
+    type Output = MiddlewareResult;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // The whole retrying call is a retrying context: a retrying call made while serving
@@ -98,9 +98,9 @@ where
     }
 }
 
-fn poll_steps<'a, F, S>(mut this: AttemptsProj<'_, 'a, F, S>, cx: &mut Context<'_>) -> Poll<Answer>
+fn poll_steps<'a, F, S>(mut this: AttemptsProj<'_, 'a, F, S>, cx: &mut Context<'_>) -> Poll<MiddlewareResult>
 where
-    F: Future<Output = (Answer, Extensions)>,
+    F: Future<Output = (MiddlewareResult, Extensions)>,
     S: Fn(Next<'a>, Request, Extensions) -> F,
 {
     loop {
@@ -110,7 +110,7 @@ where
         let step = if *this.started {
             let hedge_at = this.call.hedge_at();
             match ready!(this.flights.as_mut().poll_landed(cx, hedge_at)) {
-                Landed::Answered {
+                FlightEvent::Answered {
                     attempt,
                     scope,
                     output: (answer, own),
@@ -126,9 +126,9 @@ where
                     };
                     outbound::answered(this.call, attempt, &scope, status, verdict, outcome)
                 }
-                Landed::Cut { attempt, scope } => outbound::cut(this.call, attempt, &scope),
-                Landed::HedgeDue(at) => this.call.next(at),
-                Landed::Woke => this.call.next(clock::now()),
+                FlightEvent::Cut { attempt, scope } => outbound::cut(this.call, attempt, &scope),
+                FlightEvent::HedgeDue(at) => this.call.next(at),
+                FlightEvent::Woke => this.call.next(clock::now()),
             }
         } else {
             *this.started = true;
@@ -137,7 +137,7 @@ where
         match step {
             Step::Run(attempt) => send(&mut this, attempt, false),
             Step::Hedge(attempt) => send(&mut this, attempt, true),
-            Step::InFlight => {}
+            Step::KeepWaiting => {}
             // A retried attempt's response was dropped unread: its connection is closed
             // rather than returned half-read to the pool.
             Step::Sleep(until) => this.flights.as_mut().sleep(until),
@@ -167,7 +167,7 @@ where
 #[inline(always)]
 fn send<'a, F, S>(this: &mut AttemptsProj<'_, 'a, F, S>, attempt: Attempt, hedge: bool)
 where
-    F: Future<Output = (Answer, Extensions)>,
+    F: Future<Output = (MiddlewareResult, Extensions)>,
     S: Fn(Next<'a>, Request, Extensions) -> F,
 {
     let (span, request) = match this.request.as_mut() {
@@ -223,7 +223,7 @@ fn prepare(
 /// A request reqwest could not build and a redirect loop are `Permanent`: sending it again
 /// cannot fix them. Every other error — connect, I/O, timeout, or an error from a middleware
 /// behind this one — is transient, as in the tower layer.
-fn classify(classifier: &HttpClassifier, answer: &Answer) -> Verdict {
+fn classify(classifier: &HttpClassifier, answer: &MiddlewareResult) -> Verdict {
     match answer {
         // The wall clock is read only for a retryable status, never on the success path.
         Ok(response) => {

@@ -9,7 +9,7 @@ use pin_project_lite::pin_project;
 use tracing::Span;
 
 use crate::clock;
-use crate::executor::call::{Attempt, Call, CallOptions, Flights, Landed, Step};
+use crate::executor::call::{Attempt, Call, CallOptions, FlightEvent, Flights, Step};
 use crate::executor::error::RetryError;
 use crate::executor::policy::RetryPolicy;
 use crate::nesting;
@@ -126,7 +126,7 @@ where
             Some(Step::Hedge(attempt)) => {
                 flights.as_mut().hedge(attempt, (), make_attempt(attempt));
             }
-            Some(Step::InFlight) | None => {}
+            Some(Step::KeepWaiting) | None => {}
             Some(Step::Sleep(until)) => flights.as_mut().sleep(until),
             Some(Step::Done(result)) => {
                 // The attempts still in flight lost: dropped now, not when the call is.
@@ -136,15 +136,15 @@ where
         }
         step = Some(
             match ready!(flights.as_mut().poll_landed(cx, call.hedge_at())) {
-                Landed::Answered {
+                FlightEvent::Answered {
                     attempt, output, ..
                 } => {
                     let verdict = classifier.classify(&output);
                     call.attempted(attempt, output, verdict, clock::now())
                 }
-                Landed::Cut { attempt, .. } => call.timed_out(attempt, clock::now()),
-                Landed::HedgeDue(at) => call.next(at),
-                Landed::Woke => call.next(clock::now()),
+                FlightEvent::Cut { attempt, .. } => call.timed_out(attempt, clock::now()),
+                FlightEvent::HedgeDue(at) => call.next(at),
+                FlightEvent::Woke => call.next(clock::now()),
             },
         );
     }

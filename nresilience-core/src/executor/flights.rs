@@ -30,7 +30,7 @@ pin_project! {
     /// ```
     /// use std::pin::pin;
     /// use std::time::Duration;
-    /// use nresilience_core::call::{Call, CallOptions, Flights, Landed, Step};
+    /// use nresilience_core::call::{Call, CallOptions, Flights, FlightEvent, Step};
     /// use nresilience_core::{clock, RetryPolicy};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
@@ -44,7 +44,7 @@ pin_project! {
     /// // An attempt that never answers is cut at its timeout.
     /// flights.as_mut().run(attempt, (), std::future::pending::<Result<(), ()>>());
     /// let landed = std::future::poll_fn(|cx| flights.as_mut().poll_landed(cx, call.hedge_at())).await;
-    /// let Landed::Cut { attempt, .. } = landed else { unreachable!() };
+    /// let FlightEvent::Cut { attempt, .. } = landed else { unreachable!() };
     /// assert_eq!(clock::now(), attempt.cut_at().unwrap());
     /// assert!(matches!(call.timed_out::<()>(attempt, clock::now()), Step::Sleep(_)));
     /// # }
@@ -79,7 +79,7 @@ struct Flight<F, S> {
 /// What happened to the attempts in flight, for the driver to hand to its call.
 #[derive(Debug)]
 #[must_use]
-pub enum Landed<O, S = ()> {
+pub enum FlightEvent<O, S = ()> {
     /// An attempt answered: classify `output` and report it with
     /// [`Call::attempted`](crate::call::Call::attempted).
     Answered {
@@ -166,7 +166,7 @@ impl<F: Future, S: AttemptScope> Flights<F, S> {
     }
 
     /// Sleeps until `until` ([`Step::Sleep`](crate::call::Step::Sleep)): nothing is in
-    /// flight, and [`Landed::Woke`] comes then.
+    /// flight, and [`FlightEvent::Woke`] comes then.
     #[inline]
     pub fn sleep(self: Pin<&mut Self>, until: Instant) {
         self.project().timer.set(Some(until));
@@ -196,7 +196,7 @@ impl<F: Future, S: AttemptScope> Flights<F, S> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         hedge_at: Option<Instant>,
-    ) -> Poll<Landed<F::Output, S>> {
+    ) -> Poll<FlightEvent<F::Output, S>> {
         let mut this = self.project();
         if let Some(future) = this.first.as_mut().as_pin_mut() {
             let Some((_, scope)) = this.first_of.as_ref() else {
@@ -207,7 +207,7 @@ impl<F: Future, S: AttemptScope> Flights<F, S> {
                 let Some((attempt, scope)) = this.first_of.take() else {
                     unreachable!("an attempt in flight was started with its attempt")
                 };
-                return Poll::Ready(Landed::Answered {
+                return Poll::Ready(FlightEvent::Answered {
                     attempt,
                     scope,
                     output,
@@ -223,7 +223,7 @@ impl<F: Future, S: AttemptScope> Flights<F, S> {
             });
             if let Some((at, output)) = answered {
                 let Flight { attempt, scope, .. } = hedges.swap_remove(at);
-                return Poll::Ready(Landed::Answered {
+                return Poll::Ready(FlightEvent::Answered {
                     attempt,
                     scope,
                     output,
@@ -235,7 +235,7 @@ impl<F: Future, S: AttemptScope> Flights<F, S> {
         if !in_flight {
             // Between attempts: the backoff or the rejection pause.
             std::task::ready!(this.timer.as_mut().poll(cx));
-            return Poll::Ready(Landed::Woke);
+            return Poll::Ready(FlightEvent::Woke);
         }
         let cut = earliest_cut(this.first_of, this.hedges);
         let wake = match (cut, hedge_at) {
@@ -265,12 +265,12 @@ impl<F: Future, S: AttemptScope> Flights<F, S> {
                 }
             }
             (_, Some(hedge_at)) => {
-                return Poll::Ready(Landed::HedgeDue(clock::now().max(hedge_at)))
+                return Poll::Ready(FlightEvent::HedgeDue(clock::now().max(hedge_at)))
             }
             // A timer set to nothing never fires; a cut with no hedge is taken above.
             (None, None) | (Some(_), None) => return Poll::Pending,
         };
-        Poll::Ready(Landed::Cut { attempt, scope })
+        Poll::Ready(FlightEvent::Cut { attempt, scope })
     }
 }
 

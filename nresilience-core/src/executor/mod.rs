@@ -7,10 +7,10 @@
 //! - `execute`: the driver for async closures, `RetryPolicy::execute`.
 //! - `error`: the error a failed call returns, and a configuration refused.
 //! - `hedge`: when a call starts another attempt beside the one in flight.
-//! - `ceiling` and `latency`: the measured attempt ceiling and the window it is measured over.
+//! - `latency`: how long attempts take — the window they are measured over, the measured
+//!   attempt ceiling, and a policy's estimates per dependency.
 
 pub mod call;
-pub(crate) mod ceiling;
 pub(crate) mod error;
 pub(crate) mod execute;
 mod flights;

@@ -29,6 +29,7 @@
 //! too. With nothing held, nothing is refused. `docs/overload.md` has the evidence for the
 //! design and for the default.
 
+mod admission;
 mod keyed;
 mod limit;
 mod options;
@@ -39,7 +40,8 @@ mod window;
 #[cfg(test)]
 mod tests;
 
+pub use admission::{Admission, Answer, Saturated, SaturatedBy, Ticket};
 pub use keyed::KeyedTrackers;
 pub use options::{InvalidOverload, LimitAlgorithm, OverloadControl};
-pub use tracker::{Admission, Answer, LoadTracker, Saturated, SaturatedBy, Ticket};
+pub use tracker::LoadTracker;
 pub use waiting::WaitTicket;

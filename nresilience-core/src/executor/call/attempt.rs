@@ -1,17 +1,66 @@
-//! One attempt's life in the call: admitted past the breaker and limiter, bounded, and closed.
+//! One attempt: what the driver runs, and its life in the call — admitted past the breaker
+//! and limiter, bounded, and closed.
 
 use std::time::{Duration, Instant};
 
 use tracing::Level;
 
 use super::decide::{attempt_bound, breaker_outcome, Decision};
-use super::{Attempt, Call, Phase, Step, Waiting};
+use super::{Call, Phase, Step, Waiting};
 use crate::clock;
 use crate::executor::error::LastAttempt;
 use crate::guards::breaker::BreakerOutcome;
 use crate::outcome::{RejectReason, StopReason};
-use crate::overload::{Admission, LoadTracker, Saturated};
+use crate::overload::{Admission, LoadTracker, Saturated, Ticket};
 use crate::verdict::Verdict;
+
+/// One attempt the call has admitted: the driver runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt {
+    pub(super) number: u32,
+    pub(super) timeout: Option<Duration>,
+    pub(super) cut_at: Option<Instant>,
+    pub(super) started: Instant,
+    /// Whether a cut at its timeout is a latency sample the ceiling learns from (E7): the
+    /// measured ceiling cuts it, or a deadline (the caller's, under C2) that is above the
+    /// typical attempt.
+    pub(super) censors: bool,
+    /// Whether its timeout is the measured ceiling: a cut there is the ceiling's guess about
+    /// this attempt, not a sign that the dependency falls behind what it is sent (O5).
+    pub(super) by_ceiling: bool,
+    pub(super) hedge: bool,
+    /// Its place in the dependency's load, when overload control is on.
+    pub(super) ticket: Ticket,
+}
+
+impl Attempt {
+    /// The attempt's number: 1 for the first, 2 for the first retry.
+    pub fn number(&self) -> u32 {
+        self.number
+    }
+
+    /// Whether this attempt is a retry or a hedge: any attempt after the first.
+    pub fn is_retry(&self) -> bool {
+        self.number > 1
+    }
+
+    /// Whether this attempt is a hedge, started beside attempts still in flight (HG1).
+    pub fn is_hedge(&self) -> bool {
+        self.hedge
+    }
+
+    /// The time this attempt may take, if bounded: the attempt timeout, the measured
+    /// ceiling and the deadline, whichever comes first.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// When the driver cuts the attempt, if ever: then
+    /// [`Call::timed_out`](crate::call::Call::timed_out).
+    pub fn cut_at(&self) -> Option<Instant> {
+        self.cut_at
+    }
+}
 
 /// The shortest wait for room under the limit: a timer's resolution.
 const MIN_WAIT: Duration = Duration::from_millis(1);
@@ -154,7 +203,8 @@ impl<E> Call<E> {
         tracing::event!(parent: &self.span, Level::DEBUG, attempt = i64::from(self.attempts), hedge, "nresilience.attempt");
         self.estimate = self.policy.estimate(now);
         // Under a load the dependency signals or this process measures, the ceiling would
-        // cut attempts it will serve anyway: the retries queue behind them (E5 meets O1).
+        // cut attempts it will serve anyway, and the retries would queue behind them: the
+        // measured ceiling (E5) defers to the expected wait (O1).
         let ceiling = (self.estimate.ceiling())
             .filter(|&ceiling| !admission.is_some_and(|a| a.outlasts(ceiling)));
         let ticket = admission.map(|a| a.ticket).unwrap_or_default();

@@ -1,5 +1,7 @@
-//! What follows an attempt, in the order of SPEC E6: the call's side (the budget, the
-//! estimate, the events) over the pure rules below it, each tested on its own.
+//! What follows an attempt, in the decision order (E6: success, cancellation, a permanent
+//! failure, attempts used up, the deadline, the budget, a delay past the deadline, else a
+//! retry): the call's side (the budget, the estimate, the events) over the pure rules below
+//! it, each tested on its own.
 
 use std::time::{Duration, Instant};
 
@@ -14,7 +16,7 @@ use crate::outcome::{RejectReason, StopReason};
 use crate::verdict::Verdict;
 
 impl<E> Call<E> {
-    /// What follows an attempt with `verdict`, in the order of SPEC E6. The caller's
+    /// What follows an attempt with `verdict`, in the decision order (E6). The caller's
     /// cancellation, second in that order, is the driver dropping the call.
     #[inline]
     pub(super) fn decide(

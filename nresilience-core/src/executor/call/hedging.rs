@@ -28,7 +28,7 @@ impl<E> Call<E> {
     /// Starts a hedge beside the attempts in flight, once it is due and paid for (HG1, HG2).
     pub(super) fn start_hedge<T>(&mut self, now: Instant) -> Step<T, E> {
         if self.hedge_at().is_none_or(|at| now < at) {
-            return Step::InFlight;
+            return Step::KeepWaiting;
         }
         // Charged like a retry (B5): spent at once, since it goes out now.
         if let Some(bucket) = &self.bucket {
@@ -42,7 +42,7 @@ impl<E> Call<E> {
                     attempt = i64::from(self.attempts),
                     "HedgeSuppressed"
                 );
-                return Step::InFlight;
+                return Step::KeepWaiting;
             }
         }
         // A duplicate goes out only past a closed breaker, and within this process's limiter:
@@ -72,7 +72,7 @@ impl<E> Call<E> {
         };
         let concurrent = self
             .concurrent
-            .get_or_insert_with(|| Concurrent::new(self.attempts, self.attempt_started));
+            .get_or_insert_with(|| HedgeState::new(self.attempts, self.attempt_started));
         self.attempts += 1;
         if let Some(permit) = permit {
             concurrent.permits.push((self.attempts, permit));
@@ -95,7 +95,7 @@ impl<E> Call<E> {
         if let Some(bucket) = &self.bucket {
             bucket.refund();
         }
-        Step::InFlight
+        Step::KeepWaiting
     }
 
     /// The call answers while other attempts are in flight: the driver drops them, and the
@@ -114,7 +114,7 @@ impl<E> Call<E> {
 
 /// What only a call that hedged keeps, out of line: most calls never hedge.
 #[derive(Debug)]
-pub(super) struct Concurrent {
+pub(super) struct HedgeState {
     /// The number and start of the attempt the hedges run beside, while it runs.
     pub(super) first: Option<(u32, Instant)>,
     /// The breaker permits of hedges in flight.
@@ -124,7 +124,7 @@ pub(super) struct Concurrent {
     pub(super) pushback: Option<Verdict>,
 }
 
-impl Concurrent {
+impl HedgeState {
     #[cold]
     pub(super) fn new(first: u32, started: Instant) -> Box<Self> {
         Box::new(Self {

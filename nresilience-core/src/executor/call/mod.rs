@@ -47,7 +47,7 @@
 //! ```
 //! use std::future::poll_fn;
 //! use std::pin::pin;
-//! use nresilience_core::call::{Call, CallOptions, Flights, Landed, Step};
+//! use nresilience_core::call::{Call, CallOptions, Flights, FlightEvent, Step};
 //! use nresilience_core::{clock, RetryError, RetryPolicy, Verdict};
 //!
 //! async fn fetch(attempt: u32) -> Result<&'static str, std::io::Error> {
@@ -62,19 +62,19 @@
 //!         match step {
 //!             Step::Run(attempt) => flights.as_mut().run(attempt, (), fetch(attempt.number())),
 //!             Step::Hedge(attempt) => flights.as_mut().hedge(attempt, (), fetch(attempt.number())),
-//!             Step::InFlight => {}
+//!             Step::KeepWaiting => {}
 //!             Step::Sleep(until) => flights.as_mut().sleep(until),
 //!             Step::Done(result) => return result,
 //!         }
 //!         let landed = poll_fn(|cx| flights.as_mut().poll_landed(cx, call.hedge_at())).await;
 //!         step = match landed {
-//!             Landed::Answered { attempt, output, .. } => {
+//!             FlightEvent::Answered { attempt, output, .. } => {
 //!                 let verdict = if output.is_ok() { Verdict::Success } else { Verdict::TRANSIENT };
 //!                 call.attempted(attempt, output, verdict, clock::now())
 //!             }
-//!             Landed::Cut { attempt, .. } => call.timed_out(attempt, clock::now()),
-//!             Landed::HedgeDue(at) => call.next(at),
-//!             Landed::Woke => call.next(clock::now()),
+//!             FlightEvent::Cut { attempt, .. } => call.timed_out(attempt, clock::now()),
+//!             FlightEvent::HedgeDue(at) => call.next(at),
+//!             FlightEvent::Woke => call.next(clock::now()),
 //!         };
 //!     }
 //! }
@@ -105,14 +105,15 @@ mod attempt;
 mod decide;
 mod hedging;
 mod report;
-mod vocabulary;
+mod step;
 
-pub use crate::executor::flights::{AttemptScope, Flights, Landed};
+pub use crate::executor::flights::{AttemptScope, FlightEvent, Flights};
 pub use crate::executor::timer::Timer;
-pub use vocabulary::{Attempt, CallOptions, Step};
+pub use attempt::Attempt;
+pub use step::{CallOptions, Step};
 
 use decide::{answers, deadline, stronger, Decision};
-use hedging::Concurrent;
+use hedging::HedgeState;
 use report::Nested;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,7 +155,7 @@ pub struct Call<E> {
     permit: Option<BreakerPermit>,
     permit_of: u32,
     /// What only a call that hedged keeps, out of line.
-    concurrent: Option<Box<Concurrent>>,
+    concurrent: Option<Box<HedgeState>>,
     /// A token withdrawn for the next retry: spent when the retry goes out, returned if the
     /// call ends first (B13).
     token: bool,
@@ -318,7 +319,7 @@ impl<E> Call<E> {
     ///
     /// While attempts run, it hedges once [`hedge_at`](Self::hedge_at) has come and the
     /// budget pays for it (HG2): a [`Step::Hedge`]. Otherwise, a refused hedge included, the
-    /// attempts in flight go on: a [`Step::InFlight`].
+    /// attempts in flight go on: a [`Step::KeepWaiting`].
     ///
     /// # Panics
     ///
@@ -369,7 +370,7 @@ impl<E> Call<E> {
     /// response, not an error.
     ///
     /// While other attempts are in flight, a success or a final answer ends the call (the
-    /// driver drops the others), and a transient or throttled failure is a [`Step::InFlight`]:
+    /// driver drops the others), and a transient or throttled failure is a [`Step::KeepWaiting`]:
     /// the others go on.
     ///
     /// # Panics
@@ -410,7 +411,7 @@ impl<E> Call<E> {
                         Ok(_) => LastAttempt::Unsuccessful,
                         Err(error) => LastAttempt::Error(error),
                     });
-                    return Step::InFlight;
+                    return Step::KeepWaiting;
                 }
                 self.cancel_others(now);
             } else if verdict.is_retryable() {
@@ -443,7 +444,7 @@ impl<E> Call<E> {
     }
 
     /// Reports that the driver cut `attempt` at [`Attempt::cut_at`]: a transient failure.
-    /// While other attempts are in flight, they go on: a [`Step::InFlight`].
+    /// While other attempts are in flight, they go on: a [`Step::KeepWaiting`].
     ///
     /// # Panics
     ///
@@ -463,7 +464,7 @@ impl<E> Call<E> {
         }
         self.last = Some(LastAttempt::TimedOut);
         if self.in_flight > 0 {
-            return Step::InFlight;
+            return Step::KeepWaiting;
         }
         let pushback = self
             .concurrent
@@ -471,24 +472,6 @@ impl<E> Call<E> {
             .and_then(|h| h.pushback.take());
         let decision = self.decide(stronger(pushback, Verdict::TRANSIENT), duration, now);
         self.step(decision, now)
-    }
-}
-
-impl<E> Drop for Call<E> {
-    fn drop(&mut self) {
-        self.return_token();
-        if let (Some(waiting), Some(load)) = (self.waiting.take(), &self.load) {
-            load.stop_waiting(waiting.ticket);
-        }
-        // A probe slot held by a cancelled attempt goes back when its permit drops (G4).
-        if !matches!(self.phase, Phase::Done)
-            && (self.attempts > 0 || !matches!(self.phase, Phase::Ready))
-        {
-            let now = clock::now();
-            self.abandon_in_flight(now, false);
-            let elapsed = now.saturating_duration_since(self.started);
-            self.record_end(None, elapsed);
-        }
     }
 }
 

@@ -14,6 +14,26 @@ use crate::outcome::{RejectReason, StopReason};
 use crate::overload::{Saturated, SaturatedBy};
 use crate::telemetry::CANCELLED;
 
+/// A call dropped unfinished — its caller cancelled it — gives back what it holds and is
+/// recorded as cancelled.
+impl<E> Drop for Call<E> {
+    fn drop(&mut self) {
+        self.return_token();
+        if let (Some(waiting), Some(load)) = (self.waiting.take(), &self.load) {
+            load.stop_waiting(waiting.ticket);
+        }
+        // A probe slot held by a cancelled attempt goes back when its permit drops (G4).
+        if !matches!(self.phase, Phase::Done)
+            && (self.attempts > 0 || !matches!(self.phase, Phase::Ready))
+        {
+            let now = clock::now();
+            self.abandon_in_flight(now, false);
+            let elapsed = now.saturating_duration_since(self.started);
+            self.record_end(None, elapsed);
+        }
+    }
+}
+
 impl<E> Call<E> {
     /// The budget or the breaker refused the call: announce it now, return it after the
     /// rejection pause (B7, G1).

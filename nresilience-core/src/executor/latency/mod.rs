@@ -1,4 +1,8 @@
-//! Quantiles of recent latency in a fixed amount of memory.
+//! How long attempts take: quantiles of recent latency in a fixed amount of memory (this
+//! file's [`LatencyWindow`]), and what the executor builds on them — the measured attempt
+//! ceiling (`ceiling.rs`, [`AttemptCeiling`](crate::AttemptCeiling)), a policy's estimates
+//! per dependency (`estimates.rs`) and the copy every attempt reads without a lock
+//! (`latest.rs`).
 //!
 //! # Example
 //!
@@ -316,5 +320,8 @@ pub(crate) fn period_end(origin: Instant, period_nanos: u64, index: u64) -> Inst
     crate::clock::after(origin, Duration::from_nanos(nanos))
 }
 
+pub(crate) mod ceiling;
+pub(crate) mod estimates;
+pub(crate) mod latest;
 #[cfg(test)]
 mod tests;

@@ -31,8 +31,6 @@
 //! ```
 
 mod builder;
-mod estimates;
-mod latest;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -41,17 +39,17 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 
+pub(crate) use crate::executor::latency::estimates::Estimate;
+use crate::executor::latency::estimates::Estimates;
+use crate::executor::latency::latest::Latest;
 pub use builder::RetryPolicyBuilder;
-pub(crate) use estimates::Estimate;
-use estimates::Estimates;
-use latest::Latest;
 
 use crate::backoff::{Backoff, NextAttempt};
 use crate::budget::{KeyedBuckets, RetryBudget, TokenBucket, DEFAULT_MAX_KEYS};
 use crate::clock;
 use crate::criticality::Criticality;
-use crate::executor::ceiling::AttemptCeiling;
 use crate::executor::hedge::Hedge;
+use crate::executor::latency::ceiling::AttemptCeiling;
 use crate::guards::breaker::CircuitBreaker;
 use crate::guards::limiter::RateLimiter;
 use crate::overload::{KeyedTrackers, LoadTracker, OverloadControl};

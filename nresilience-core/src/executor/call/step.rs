@@ -1,10 +1,9 @@
-//! The words a driver and its [`Call`] speak: how a call starts, the attempt it runs, and
-//! the step it takes next.
+//! How a driver starts a [`Call`](super::Call), and the step the call tells it to take next.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::Attempt;
 use crate::executor::error::RetryError;
-use crate::overload::Ticket;
 
 /// How a call is started: whether it may retry at all, what it targets, and which bucket
 /// funds its retries.
@@ -76,54 +75,6 @@ impl<'a> CallOptions<'a> {
     }
 }
 
-/// One attempt the call has admitted: the driver runs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Attempt {
-    pub(super) number: u32,
-    pub(super) timeout: Option<Duration>,
-    pub(super) cut_at: Option<Instant>,
-    pub(super) started: Instant,
-    /// Whether a cut at its timeout is a latency sample the ceiling learns from (E7): the
-    /// measured ceiling cuts it, or a deadline (the caller's, under C2) that is above the
-    /// typical attempt.
-    pub(super) censors: bool,
-    /// Whether its timeout is the measured ceiling: a cut there is the ceiling's guess about
-    /// this attempt, not a sign that the dependency falls behind what it is sent (O5).
-    pub(super) by_ceiling: bool,
-    pub(super) hedge: bool,
-    /// Its place in the dependency's load, when overload control is on.
-    pub(super) ticket: Ticket,
-}
-
-impl Attempt {
-    /// The attempt's number: 1 for the first, 2 for the first retry.
-    pub fn number(&self) -> u32 {
-        self.number
-    }
-
-    /// Whether this attempt is a retry or a hedge: any attempt after the first.
-    pub fn is_retry(&self) -> bool {
-        self.number > 1
-    }
-
-    /// Whether this attempt is a hedge, started beside attempts still in flight (HG1).
-    pub fn is_hedge(&self) -> bool {
-        self.hedge
-    }
-
-    /// The time this attempt may take, if bounded: the attempt timeout, the measured
-    /// ceiling and the deadline, whichever comes first.
-    pub fn timeout(&self) -> Option<Duration> {
-        self.timeout
-    }
-
-    /// When the driver cuts the attempt, if ever: then
-    /// [`Call::timed_out`](crate::call::Call::timed_out).
-    pub fn cut_at(&self) -> Option<Instant> {
-        self.cut_at
-    }
-}
-
 /// What the driver does next.
 #[derive(Debug)]
 #[must_use]
@@ -140,7 +91,7 @@ pub enum Step<T, E> {
     /// Nothing to start: the attempts in flight go on. Ask
     /// [`Call::next`](crate::call::Call::next) again at
     /// [`Call::hedge_at`](crate::call::Call::hedge_at), if that comes before they answer.
-    InFlight,
+    KeepWaiting,
     /// Nothing in flight: sleep until this instant (a backoff, or the rejection pause before a
     /// refusal), then ask [`Call::next`](crate::call::Call::next).
     Sleep(Instant),

@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
 use super::estimates::{Estimate, Estimates, Nanos};
-use crate::executor::latency::nanos_since;
+use super::nanos_since;
 
 /// The estimates of one policy and the copy of their latest fit.
 #[derive(Debug)]
@@ -98,7 +98,7 @@ mod tests {
 
     use super::*;
     use crate::backoff::MeasuredBase;
-    use crate::executor::ceiling::AttemptCeiling;
+    use crate::executor::latency::ceiling::AttemptCeiling;
 
     fn estimates() -> Estimates {
         Estimates::new(

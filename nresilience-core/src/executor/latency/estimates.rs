@@ -1,8 +1,8 @@
 use std::time::{Duration, Instant};
 
+use super::ceiling::AttemptCeiling;
+use super::{nanos_since, period_end, LatencyWindow};
 use crate::backoff::MeasuredBase;
-use crate::executor::ceiling::AttemptCeiling;
-use crate::executor::latency::{nanos_since, period_end, LatencyWindow};
 
 /// The most a ceiling that learns from its cuts grows in one refresh (E7).
 const MAX_GROWTH: u32 = 3;

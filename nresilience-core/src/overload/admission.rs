@@ -1,0 +1,79 @@
+//! What a [`LoadTracker`](super::LoadTracker) answers: an attempt admitted with what it knew
+//! of the dependency, or refused and why; and how the dependency answered an attempt.
+
+use std::time::Duration;
+
+/// An attempt's place in a [`LoadTracker`](super::LoadTracker): hand it back when the attempt ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ticket {
+    pub(super) seq: u64,
+}
+
+/// An attempt a [`LoadTracker`](super::LoadTracker) admitted, and what it knew of the dependency then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    /// Its place: hand it back when the attempt ends.
+    pub ticket: Ticket,
+    pub(super) wait: Option<Duration>,
+    pub(super) overloaded: bool,
+    pub(super) stalled: bool,
+}
+
+impl Admission {
+    /// The attempt's expected wait when it was admitted, once the tracker can tell: the
+    /// attempts ahead over the rate the dependency finishes them. `None` while it cannot, and
+    /// while the dependency finishes none (a stall is not a queue).
+    pub fn expected_wait(&self) -> Option<Duration> {
+        self.wait
+    }
+
+    /// Whether the dependency had answered with an overload signal or a throttle within the
+    /// last window when the attempt was admitted.
+    pub fn overloaded(&self) -> bool {
+        self.overloaded
+    }
+
+    /// Whether the dependency's load, not the attempt, would be what makes it slower than
+    /// `ceiling`: it was signalling overload, the attempts ahead take longer than that to
+    /// finish, or it finishes nothing for anyone — attempts beside this one awaited, and
+    /// nothing answered over the window. A measured attempt ceiling then cuts work the
+    /// dependency will do anyway, or a retry that meets the same stall, and the retry queues
+    /// behind it: the measured ceiling (E5) must not cut what the expected wait (O1) says is
+    /// queueing. One attempt stuck alone is still cut.
+    pub fn outlasts(&self, ceiling: Duration) -> bool {
+        self.overloaded || self.stalled || self.wait.is_some_and(|wait| wait > ceiling)
+    }
+}
+
+/// What an answer says of the dependency's load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Answer {
+    /// It did the work: a success, or an answer no retry changes.
+    Served,
+    /// It answered without the work, or with an error: nothing about how fast it works.
+    Unserved,
+    /// It said it is overloaded or asked for less (a throttle, the overload signal).
+    Overloaded,
+}
+
+/// Why an attempt was not sent, and when the dependency should have room again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Saturated {
+    /// How long the attempts ahead are expected to take to finish: the hint for callers.
+    pub retry_after: Duration,
+    /// What refused it.
+    pub cause: SaturatedBy,
+    /// Refused by the limit: how soon room is expected for it, the attempts ahead of it
+    /// finishing at the rate the dependency finishes them.
+    pub room_in: Option<Duration>,
+}
+
+/// What refused an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SaturatedBy {
+    /// Its expected wait was longer than the time its call had left (O1).
+    Wait,
+    /// The attempts in flight had reached the adaptive limit (O2).
+    Limit,
+}
