@@ -1,4 +1,4 @@
-//! `x-nresilience-deadline-ms` (SPEC C2): `nresilience_core::chain::deadline_ms` on the raw
+//! `x-nresilience-deadline-ms` (SPEC C2): `nresilience_wire::deadline_ms` on the raw
 //! input, and `deadline_value` (what the client writes) on a duration taken from the input.
 //!
 //! Asserts, beyond "no panic":
@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use nresilience_core::chain::{deadline_ms, deadline_value};
+use nresilience_wire::{deadline_ms, deadline_value};
 use nresilience_fuzz::strict_decimal;
 
 const DAY: Duration = Duration::from_secs(86_400);

@@ -1,15 +1,15 @@
-//! `x-nresilience-chain` (SPEC C3, C4): `nresilience_core::chain::ChainFacts::parse` on the
-//! raw input.
+//! `x-nresilience-chain` (SPEC C3, C4): `nresilience_wire::ChainFacts::parse` on the raw
+//! input.
 //!
-//! Asserts, beyond "no panic": each fact is what its member parser (`chain::depth`,
-//! `chain::attempts`, `Criticality::from_header`) reads from the one member with its key —
+//! Asserts, beyond "no panic": each fact is what its member parser (`depth`,
+//! `attempts`, `Criticality::from_header`) reads from the one member with its key —
 //! members split at commas, spaces and tabs around each trimmed, the key before the first
 //! `=` — and nothing when its key comes twice or not at all, whatever the other members say;
 //! and the facts read, written back as a call writes them, read back the same.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nresilience_core::chain::{attempts, depth, ChainFacts};
+use nresilience_wire::{attempts, depth, ChainFacts};
 use nresilience_core::Criticality;
 
 /// The value of the one member keyed `key`, if exactly one is.

@@ -1,6 +1,6 @@
 //! `grpc-retry-pushback-ms` (SPEC H6, K13) and the gRPC classification around it, through the
 //! public `nresilience_client::grpc::classify_grpc` and `GrpcClassifier::classify_response`
-//! (the pushback parser is crate-private).
+//! (the pushback parser, `nresilience_wire::grpc_pushback`, has its model here).
 //!
 //! Input: `name: value` lines, the response's headers (`grpc-status`,
 //! `grpc-retry-pushback-ms`, the chain signals, anything), and `:status: N`, the HTTP status
@@ -25,8 +25,9 @@ use std::time::Duration;
 use http::header::{HeaderMap, HeaderValue};
 use http::StatusCode;
 use libfuzzer_sys::fuzz_target;
-use nresilience_client::grpc::{classify_grpc, GrpcClassifier, PUSHBACK_HEADER};
-use nresilience_core::chain::{self, OVERLOADED_HEADER, RETRIED_HEADER};
+use http::HeaderName;
+use nresilience_client::grpc::{classify_grpc, GrpcClassifier};
+use nresilience_wire::{self as wire, GRPC_PUSHBACK, OVERLOADED, RETRIED};
 use nresilience_core::Verdict;
 use nresilience_fuzz::{directive, directive_number, header_lines, header_map};
 
@@ -66,7 +67,7 @@ fn parse_pushback(value: &[u8]) -> Option<Pushback> {
 
 fn pushback(headers: &HeaderMap) -> Pushback {
     headers
-        .get_all(PUSHBACK_HEADER)
+        .get_all(GRPC_PUSHBACK)
         .iter()
         .find_map(|value| parse_pushback(value.as_bytes()))
         .unwrap_or(Pushback::After(None))
@@ -97,8 +98,8 @@ fn by_code(status: StatusCode, headers: &HeaderMap) -> (Verdict, bool) {
     }
 }
 
-fn one<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a [u8]> {
-    chain::single(headers.get_all(name).iter().map(HeaderValue::as_bytes))
+fn one(headers: &HeaderMap, name: HeaderName) -> Option<&[u8]> {
+    wire::single(headers.get_all(name).iter().map(HeaderValue::as_bytes))
 }
 
 fn expected(status: StatusCode, headers: &HeaderMap, overload: bool, retried: bool) -> Verdict {
@@ -106,15 +107,15 @@ fn expected(status: StatusCode, headers: &HeaderMap, overload: bool, retried: bo
     if !retryable_code {
         return verdict;
     }
-    if overload && one(headers, OVERLOADED_HEADER).is_some_and(chain::overloaded) {
+    if overload && one(headers, OVERLOADED).is_some_and(wire::overloaded) {
         return Verdict::Overloaded {
             retry_after: verdict.retry_after(),
         };
     }
     if retried
         && verdict.is_retryable()
-        && one(headers, RETRIED_HEADER)
-            .and_then(chain::retried)
+        && one(headers, RETRIED)
+            .and_then(wire::retried)
             .is_some()
     {
         return Verdict::RetriedBelow;
@@ -158,7 +159,7 @@ fuzz_target!(|data: &[u8]| {
         let mut again = HeaderMap::new();
         again.insert("grpc-status", code.clone());
         let millis = u64::try_from(delay.as_millis()).expect("at most u64::MAX ms");
-        again.insert(PUSHBACK_HEADER, HeaderValue::from(millis));
+        again.insert(GRPC_PUSHBACK, HeaderValue::from(millis));
         let plain = GrpcClassifier::new()
             .overload_signal(false)
             .retried_signal(false);

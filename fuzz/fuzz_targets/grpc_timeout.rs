@@ -1,4 +1,4 @@
-//! `grpc-timeout` (SPEC C2): `nresilience_core::chain::grpc_timeout` on the raw input bytes.
+//! `grpc-timeout` (SPEC C2): `nresilience_wire::grpc_timeout` on the raw input bytes.
 //!
 //! Asserts, beyond "no panic", against the grammar of the gRPC over HTTP/2 spec (one to eight
 //! ASCII digits, then one of `H M S m u n`):
@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use nresilience_core::chain::grpc_timeout;
+use nresilience_wire::grpc_timeout;
 use nresilience_fuzz::strict_decimal;
 
 fn unit(byte: u8) -> Option<Duration> {

@@ -18,7 +18,8 @@ use std::convert::Infallible;
 use http::header::HeaderValue;
 use http::{Request, Response, StatusCode};
 use libfuzzer_sys::fuzz_target;
-use nresilience_axum::nesting::{self, NestingSource, MARKER_HEADER};
+use nresilience_axum::nesting::{self, NestingSource};
+use nresilience_wire::MARKER;
 use nresilience_axum::{NestedRetryLayer, RetryMarker};
 use nresilience_core::chain;
 use nresilience_fuzz::{lines, n4_marks, ready};
@@ -41,7 +42,7 @@ fn serve(layer: NestedRetryLayer, request: Request<()>) -> Response<()> {
                 sync_nesting,
                 nesting: nesting::current(),
                 marker: request.extensions().get::<RetryMarker>().copied(),
-                marker_header_present: request.headers().contains_key(MARKER_HEADER),
+                marker_header_present: request.headers().contains_key(MARKER),
                 inbound: chain::inbound(),
             };
             let mut response = Response::new(());
@@ -68,7 +69,7 @@ fuzz_target!(|data: &[u8]| {
     let request = || {
         let mut request = Request::new(());
         for value in &values {
-            request.headers_mut().append(MARKER_HEADER, value.clone());
+            request.headers_mut().append(MARKER, value.clone());
         }
         request
     };

@@ -1,5 +1,5 @@
-//! `Retry-After` (SPEC H2, K13): `nresilience_client::retry_after::{parse_retry_after,
-//! retry_after}` on arbitrary values, one per input line, at four different `now`s.
+//! `Retry-After` (SPEC H2, K13): `nresilience_wire::{parse_retry_after, retry_after}` on
+//! arbitrary values, one per input line, at four different `now`s.
 //!
 //! Asserts, beyond "no panic":
 //! - a value that is not visible ASCII is `None`; spaces and tabs around it are ignored;
@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
 use libfuzzer_sys::fuzz_target;
-use nresilience_client::retry_after::{parse_retry_after, retry_after};
+use nresilience_wire::{parse_retry_after, retry_after};
 use nresilience_fuzz::lines;
 
 /// Wed, 21 Oct 2015 07:28:00 GMT, the README's example.

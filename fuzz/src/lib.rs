@@ -129,3 +129,20 @@ pub fn strict_decimal(value: &[u8], max_digits: usize) -> Option<u64> {
     }
     std::str::from_utf8(value).ok()?.parse().ok()
 }
+
+/// A count as the wire reads one (SPEC C4, C6), written independently: ASCII digits only, at
+/// least one, not zero; a value too large for a `u32` is `u32::MAX`.
+pub fn saturating_count(value: &[u8]) -> Option<u32> {
+    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let significant = std::str::from_utf8(value).ok()?.trim_start_matches('0');
+    if significant.is_empty() {
+        return None;
+    }
+    if significant.len() > 10 {
+        return Some(u32::MAX);
+    }
+    let n: u64 = significant.parse().ok()?;
+    Some(u32::try_from(n).unwrap_or(u32::MAX))
+}

@@ -42,7 +42,7 @@ use axum::routing::get;
 use axum::Router;
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, BatchSize, BenchmarkGroup, Criterion};
-use nresilience_axum::{nesting, NestedRetryLayer};
+use nresilience_axum::{wire, NestedRetryLayer};
 use tokio::runtime::Runtime;
 use tower::layer::util::Identity;
 use tower::{Layer, Service, ServiceExt};
@@ -54,7 +54,7 @@ fn hello() -> Router {
 fn request(marked: bool) -> Request<Body> {
     let mut request = Request::get("/");
     if marked {
-        request = request.header(nesting::MARKER_HEADER, nesting::MARKER_VALUE);
+        request = request.header(wire::MARKER, wire::MARKED);
     }
     request.body(Body::empty()).expect("a valid request")
 }

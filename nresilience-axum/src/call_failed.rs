@@ -4,10 +4,11 @@ use std::fmt;
 use std::time::Duration;
 
 use axum_core::response::{IntoResponse, Response};
-use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+use http::header::HeaderMap;
 use http::StatusCode;
-use nresilience_core::chain::{OVERLOADED_HEADER, OVERLOADED_VALUE, RETRIED_HEADER};
+use nresilience_core::chain::Signal;
 use nresilience_core::{RetryError, StopReason};
+use nresilience_wire as wire;
 
 /// What a handler answers when a retrying call it made failed: the status that says why, and
 /// the signal that keeps the caller's retrying client from piling on.
@@ -52,22 +53,20 @@ impl CallFailed {
         self.reason
     }
 
+    /// The signal the answer carries, by [`StopReason::signal`].
+    pub fn signal(&self) -> Option<Signal> {
+        self.reason.signal(self.attempts)
+    }
+
     /// Whether the answer carries the overload signal.
     pub fn is_overloaded(&self) -> bool {
-        matches!(
-            self.reason,
-            StopReason::BudgetExhausted
-                | StopReason::BreakerOpen
-                | StopReason::Saturated
-                | StopReason::Overloaded
-        )
+        self.signal() == Some(Signal::Overloaded)
     }
 
     /// The attempts the answer says were made, when it carries the retried signal.
     pub fn retried(&self) -> Option<u32> {
-        match self.reason {
-            StopReason::AttemptsExhausted if self.attempts > 1 => Some(self.attempts),
-            StopReason::RetriedBelow => Some(self.attempts.max(1)),
+        match self.signal() {
+            Some(Signal::Retried { attempts }) => Some(attempts),
             _ => None,
         }
     }
@@ -87,26 +86,11 @@ impl CallFailed {
     /// A gRPC server puts the same pairs in its `Status`'s metadata.
     pub fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::new();
-        if self.is_overloaded() {
-            headers.insert(
-                OVERLOADED_HEADER,
-                HeaderValue::from_static(OVERLOADED_VALUE),
-            );
-            if let Some(retry_after) = self.retry_after {
-                headers.insert(RETRY_AFTER, whole_seconds(retry_after));
-            }
-        } else if let Some(attempts) = self.retried() {
-            headers.insert(RETRIED_HEADER, HeaderValue::from(attempts));
+        if let Some(signal) = self.signal() {
+            wire::write_signal(&mut headers, signal, self.retry_after);
         }
         headers
     }
-}
-
-/// `Retry-After` in whole seconds, rounded up: a caller that comes back on time finds the
-/// token there.
-pub(crate) fn whole_seconds(wait: Duration) -> HeaderValue {
-    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-    HeaderValue::from(seconds)
 }
 
 impl<E> From<RetryError<E>> for CallFailed {
@@ -149,10 +133,9 @@ impl From<CallFailed> for tonic::Status {
         } else {
             tonic::Code::Unavailable
         };
-        let mut headers = failed.headers();
-        headers.remove(RETRY_AFTER);
-        if failed.is_overloaded() {
-            headers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("-1"));
+        let mut headers = HeaderMap::new();
+        if let Some(signal) = failed.signal() {
+            wire::write_grpc_signal(&mut headers, signal);
         }
         let metadata = tonic::metadata::MetadataMap::from_headers(headers);
         tonic::Status::with_metadata(code, failed.to_string(), metadata)
@@ -163,7 +146,11 @@ impl From<CallFailed> for tonic::Status {
 mod tests {
     use std::time::Duration;
 
+    use http::header::RETRY_AFTER;
     use nresilience_core::{BudgetOptions, RetryBudget, RetryPolicy, RetryPolicyBuilder};
+    #[cfg(feature = "grpc")]
+    use nresilience_wire::GRPC_PUSHBACK;
+    use nresilience_wire::{OVERLOADED, RETRIED};
 
     use super::*;
 
@@ -187,10 +174,10 @@ mod tests {
         assert_eq!(failed.reason(), StopReason::BudgetExhausted);
         let response = failed.into_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(response.headers()[OVERLOADED_HEADER], "1");
+        assert_eq!(response.headers()[OVERLOADED], "1");
         // The floor funds the token 150 ms after the pause: one whole second.
         assert_eq!(response.headers()[RETRY_AFTER], "1");
-        assert!(response.headers().get(RETRIED_HEADER).is_none());
+        assert!(response.headers().get(RETRIED).is_none());
     }
 
     #[tokio::test(start_paused = true)]
@@ -200,8 +187,8 @@ mod tests {
             .budget(RetryBudget::None);
         let response = failed(policy).await.into_response();
         assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
-        assert_eq!(response.headers()[RETRIED_HEADER], "4");
-        assert!(response.headers().get(OVERLOADED_HEADER).is_none());
+        assert_eq!(response.headers()[RETRIED], "4");
+        assert!(response.headers().get(OVERLOADED).is_none());
     }
 
     #[tokio::test(start_paused = true)]
@@ -233,23 +220,15 @@ mod tests {
         let refused = tonic::Status::from(failed(RetryPolicy::builder().budget(budget)).await);
         assert_eq!(refused.code(), tonic::Code::Unavailable);
         let metadata = refused.metadata();
-        assert_eq!(metadata.get("grpc-retry-pushback-ms").unwrap(), "-1");
-        assert_eq!(metadata.get(OVERLOADED_HEADER).unwrap(), "1");
+        assert_eq!(metadata.get(GRPC_PUSHBACK.as_str()).unwrap(), "-1");
+        assert_eq!(metadata.get(OVERLOADED.as_str()).unwrap(), "1");
 
         let retried = RetryPolicy::builder()
             .max_attempts(4)
             .budget(RetryBudget::None);
         let retried = tonic::Status::from(failed(retried).await);
         assert_eq!(retried.code(), tonic::Code::Unavailable);
-        assert_eq!(retried.metadata().get(RETRIED_HEADER).unwrap(), "4");
-        assert!(retried.metadata().get("grpc-retry-pushback-ms").is_none());
-    }
-
-    #[test]
-    fn c1_retry_after_rounds_up_to_whole_seconds() {
-        assert_eq!(whole_seconds(Duration::ZERO), "0");
-        assert_eq!(whole_seconds(Duration::from_millis(1)), "1");
-        assert_eq!(whole_seconds(Duration::from_secs(2)), "2");
-        assert_eq!(whole_seconds(Duration::from_millis(2_001)), "3");
+        assert_eq!(retried.metadata().get(RETRIED.as_str()).unwrap(), "4");
+        assert!(retried.metadata().get(GRPC_PUSHBACK.as_str()).is_none());
     }
 }

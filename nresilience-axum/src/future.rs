@@ -5,15 +5,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use http::header::{HeaderValue, RETRY_AFTER};
 use http::{Response, StatusCode};
-use nresilience_core::chain::{
-    self, Inbound, Learned, OVERLOADED_HEADER, OVERLOADED_VALUE, RETRIED_HEADER,
-};
+use nresilience_core::chain::{self, Inbound, Learned, Signal};
 use nresilience_core::nesting::{self, NestingSource};
+use nresilience_wire as wire;
 use pin_project_lite::pin_project;
-
-use crate::call_failed::whole_seconds;
 
 pin_project! {
     /// Response future of [`NestedRetry`](crate::NestedRetry): the inner service's future, run
@@ -30,7 +26,7 @@ pin_project! {
         learned: Learned,
         // What the request carried, set around each poll; `None` on most requests.
         nesting: Option<NestingSource>,
-        told: Option<Inbound>,
+        inbound: Option<Inbound>,
     }
 }
 
@@ -59,17 +55,17 @@ impl<F: Future> ResponseFuture<F> {
         Self::carrying(future, None, None)
     }
 
-    /// The inner service's future, run inside `nesting` and `told` when they are `Some`.
+    /// The inner service's future, run inside `nesting` and `inbound` when they are `Some`.
     pub(crate) fn carrying(
         future: F,
         nesting: Option<NestingSource>,
-        told: Option<Inbound>,
+        inbound: Option<Inbound>,
     ) -> Self {
         ResponseFuture {
             kind: Kind::Serving { future },
             learned: Learned::default(),
             nesting,
-            told,
+            inbound,
         }
     }
 
@@ -84,17 +80,14 @@ impl<F: Future> ResponseFuture<F> {
     {
         let mut response = Response::new(B::default());
         *response.status_mut() = StatusCode::LOOP_DETECTED;
-        response.headers_mut().insert(
-            OVERLOADED_HEADER,
-            HeaderValue::from_static(OVERLOADED_VALUE),
-        );
+        wire::write_signal(response.headers_mut(), Signal::Overloaded, None);
         ResponseFuture {
             kind: Kind::Answered {
                 output: Some(Box::new(Ok(response))),
             },
             learned: Learned::default(),
             nesting: None,
-            told: None,
+            inbound: None,
         }
     }
 }
@@ -107,15 +100,15 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let (nesting, told) = (*this.nesting, *this.told);
+        let (nesting, inbound) = (*this.nesting, *this.inbound);
         let kind = this.kind;
         let mut poll = chain::learning_sync(this.learned, || match kind.project() {
-            KindProj::Serving { future } => match (nesting, told) {
+            KindProj::Serving { future } => match (nesting, inbound) {
                 (None, None) => future.poll(cx),
                 (Some(source), None) => nesting::sync_scope(source, || future.poll(cx)),
-                (None, Some(told)) => chain::serving_sync(told, || future.poll(cx)),
-                (Some(source), Some(told)) => {
-                    chain::serving_sync(told, || nesting::sync_scope(source, || future.poll(cx)))
+                (None, Some(inbound)) => chain::serving_sync(inbound, || future.poll(cx)),
+                (Some(source), Some(inbound)) => {
+                    chain::serving_sync(inbound, || nesting::sync_scope(source, || future.poll(cx)))
                 }
             },
             KindProj::Answered { output } => match output.take() {
@@ -138,20 +131,12 @@ where
 /// hint) when one was refused for overload, else the retried signal.
 fn stamp<B>(response: &mut Response<B>, learned: &Learned) {
     let headers = response.headers_mut();
-    if headers.contains_key(OVERLOADED_HEADER) || headers.contains_key(RETRIED_HEADER) {
+    if headers.contains_key(wire::OVERLOADED) || headers.contains_key(wire::RETRIED) {
         return;
     }
     if learned.overloaded() {
-        headers.insert(
-            OVERLOADED_HEADER,
-            HeaderValue::from_static(OVERLOADED_VALUE),
-        );
-        if let Some(retry_after) = learned.retry_after() {
-            headers
-                .entry(RETRY_AFTER)
-                .or_insert_with(|| whole_seconds(retry_after));
-        }
+        wire::write_signal(headers, Signal::Overloaded, learned.retry_after());
     } else if let Some(attempts) = learned.retried() {
-        headers.insert(RETRIED_HEADER, HeaderValue::from(attempts));
+        wire::write_signal(headers, Signal::Retried { attempts }, None);
     }
 }

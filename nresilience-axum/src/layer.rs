@@ -7,9 +7,10 @@ use nresilience_core::chain::{self, Inbound};
 use nresilience_core::nesting::{self, NestingSource};
 use tower::{Layer, Service};
 
+use nresilience_wire::{self as wire, RequestHeaders};
+
 use crate::future::ResponseFuture;
-use crate::inbound;
-use crate::marker::{RetryMarker, MARKER};
+use crate::marker::RetryMarker;
 
 /// Reads the nested-retry marker of each request into the [`nesting`](crate::nesting) context.
 ///
@@ -149,18 +150,18 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         // Most requests carry none of the chain's headers: one pass over the names, no
         // lookup by name, and nothing else to do.
-        if !inbound::any_prefixed(request.headers()) {
+        if !wire::carries_chain_headers(request.headers()) {
             return ResponseFuture::unmarked(call_inner(&mut self.inner, request));
         }
         if self.ignore_inbound {
             let future = call_carrying(&mut self.inner, request, None, None, true);
             return ResponseFuture::unmarked(future);
         }
-        let Some((nesting, told)) = self.read_chain(request.headers()) else {
+        let Some((nesting, inbound)) = self.read_chain(request.headers()) else {
             return ResponseFuture::loop_detected();
         };
-        let future = call_carrying(&mut self.inner, request, nesting, told, false);
-        ResponseFuture::carrying(future, nesting, told)
+        let future = call_carrying(&mut self.inner, request, nesting, inbound, false);
+        ResponseFuture::carrying(future, nesting, inbound)
     }
 }
 
@@ -182,34 +183,34 @@ fn call_carrying<S, B>(
     inner: &mut S,
     mut request: Request<B>,
     nesting: Option<NestingSource>,
-    told: Option<Inbound>,
+    inbound: Option<Inbound>,
     strip: bool,
 ) -> S::Future
 where
     S: Service<Request<B>>,
 {
     if strip {
-        if request.headers_mut().remove(&MARKER).is_some() {
+        if request.headers_mut().remove(wire::MARKER).is_some() {
             tracing::debug!("removed inbound nested-retry marker: this hop ignores it");
         }
-        inbound::remove(request.headers_mut());
+        wire::remove_caller_headers(request.headers_mut());
     }
     if nesting.is_some() {
         request
             .extensions_mut()
-            .insert(RetryMarker::with_chain(told));
+            .insert(RetryMarker::with_chain(inbound));
     }
-    if let Some(told) = told {
+    if let Some(inbound) = inbound {
         // Task-locals do not cross `tokio::spawn`; the extension does.
-        request.extensions_mut().insert(told);
+        request.extensions_mut().insert(inbound);
     }
-    match (nesting, told) {
+    match (nesting, inbound) {
         (None, None) => inner.call(request),
         (Some(source), None) => nesting::sync_scope(source, || inner.call(request)),
-        (None, Some(told)) => chain::serving_sync(told, || inner.call(request)),
-        (Some(source), Some(told)) => {
-            chain::serving_sync(told, || nesting::sync_scope(source, || inner.call(request)))
-        }
+        (None, Some(inbound)) => chain::serving_sync(inbound, || inner.call(request)),
+        (Some(source), Some(inbound)) => chain::serving_sync(inbound, || {
+            nesting::sync_scope(source, || inner.call(request))
+        }),
     }
 }
 
@@ -219,10 +220,13 @@ impl<S> NestedRetry<S> {
     /// allows.
     #[inline]
     fn read_chain(&self, headers: &HeaderMap) -> Option<(Option<NestingSource>, Option<Inbound>)> {
-        let said = inbound::said(headers);
-        let told = said.inbound();
-        let marked = said.marked(headers);
-        if let Some(depth) = told.map(|told| told.depth).filter(|&d| d > self.max_depth) {
+        let read = RequestHeaders::read(headers);
+        let inbound = read.inbound();
+        let marked = read.marked(headers);
+        if let Some(depth) = inbound
+            .map(|inbound| inbound.depth)
+            .filter(|&d| d > self.max_depth)
+        {
             tracing::warn!(
                 depth,
                 max_depth = self.max_depth,
@@ -230,6 +234,6 @@ impl<S> NestedRetry<S> {
             );
             return None;
         }
-        Some((marked.then_some(NestingSource::Header), told))
+        Some((marked.then_some(NestingSource::Header), inbound))
     }
 }

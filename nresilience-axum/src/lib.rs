@@ -111,11 +111,14 @@
 //! axum::serve(listener, ServiceExt::<Request>::into_make_service(app)).await
 //! # }
 //! ```
+//!
+//! The ids in parentheses (B1, C2, O5 …) name the rules of the repository's
+//! [docs/rules.md](https://github.com/nresilience/nresilience-rs/blob/main/docs/rules.md),
+//! each given there in full; the text beside an id says the rule in brief.
 #![forbid(unsafe_code)]
 
 mod call_failed;
 pub mod future;
-mod inbound;
 mod layer;
 mod marker;
 
@@ -124,3 +127,5 @@ pub use layer::{NestedRetry, NestedRetryLayer};
 pub use marker::RetryMarker;
 /// The nesting context this layer sets: re-exported from `nresilience-core`.
 pub use nresilience_core::nesting;
+/// The headers on the wire: their names, and the parse and format of every value.
+pub use nresilience_wire as wire;

@@ -8,7 +8,7 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use http::{Request, Response};
-use nresilience_axum::{nesting, NestedRetryLayer};
+use nresilience_axum::{wire, NestedRetryLayer};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use tower::{service_fn, Layer, Service};
 
@@ -39,10 +39,7 @@ fn n4_unmarked_request_costs_no_allocation_and_a_marked_one_only_its_extension()
     };
     let marked = || {
         let mut request = unmarked();
-        request.headers_mut().insert(
-            nesting::MARKER_HEADER,
-            nesting::MARKER_VALUE.parse().unwrap(),
-        );
+        request.headers_mut().insert(wire::MARKER, wire::MARKED);
         request
     };
 

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use axum::Router;
 use http_body_util::BodyExt;
-use nresilience_client::{Client, MARKER_HEADER};
+use nresilience_client::{wire, Client};
 use nresilience_core::{Backoff, RetryPolicy};
 
 #[tokio::main]
@@ -55,7 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 async fn flaky(State(received): State<Arc<AtomicU32>>, headers: HeaderMap) -> (StatusCode, String) {
     let number = received.fetch_add(1, Ordering::Relaxed) + 1;
     let marker = headers
-        .get(MARKER_HEADER)
+        .get(wire::MARKER)
         .and_then(|value| value.to_str().ok())
         .unwrap_or("absent");
     let status = if number <= 2 {
@@ -63,6 +63,9 @@ async fn flaky(State(received): State<Arc<AtomicU32>>, headers: HeaderMap) -> (S
     } else {
         StatusCode::OK
     };
-    println!("server: request {number} ({MARKER_HEADER}: {marker}) -> {status}");
+    println!(
+        "server: request {number} ({}: {marker}) -> {status}",
+        wire::MARKER
+    );
     (status, format!("order 7, served on request {number}"))
 }

@@ -2,7 +2,7 @@
 //! answer.
 
 use http::HeaderMap;
-use nresilience_core::chain::{overloaded, retried, single, OVERLOADED_HEADER, RETRIED_HEADER};
+use nresilience_wire::{read_overloaded, read_retried};
 
 /// The chain's signals a classifier honours (C1, C6): both by default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,19 +20,11 @@ impl ChainSignals {
 
     /// Whether the answer carries the overload signal and this client honours it.
     pub(crate) fn says_overloaded(&self, headers: &HeaderMap) -> bool {
-        self.overloaded && one_value(headers, OVERLOADED_HEADER).is_some_and(overloaded)
+        self.overloaded && read_overloaded(headers)
     }
 
     /// Whether the answer carries the retried signal and this client honours it.
     pub(crate) fn says_retried(&self, headers: &HeaderMap) -> bool {
-        self.retried
-            && one_value(headers, RETRIED_HEADER)
-                .and_then(retried)
-                .is_some()
+        self.retried && read_retried(headers).is_some()
     }
-}
-
-/// A header's value when it is sent exactly once: a repeated signal is no signal.
-fn one_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a [u8]> {
-    single(headers.get_all(name).iter().map(|value| value.as_bytes()))
 }

@@ -66,7 +66,7 @@ use http::{HeaderMap, Response, StatusCode};
 use nresilience_core::{Classify, Verdict};
 
 use crate::chain_signals::ChainSignals;
-use crate::retry_after::retry_after;
+use nresilience_wire::retry_after;
 
 /// Classifies HTTP attempts by the table in the [module docs](self).
 ///

@@ -8,15 +8,15 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body;
-use nresilience_core::call::{Attempt, Call, Flights, FlightEvent, Step};
+use nresilience_core::call::{Attempt, Call, FlightEvent, Flights, Step};
 use nresilience_core::{clock, nesting, Classify, RetryError};
 use pin_project_lite::pin_project;
 use tower::Service;
 use tracing::Span;
 
 use crate::body::{BoxError, Prefixed, RetryBody, TransportError};
-use crate::outbound;
 use crate::replay::{buffer_ready, Buffered, Source, Template};
+use crate::request;
 
 /// Where the call is.
 enum State<B> {
@@ -90,7 +90,7 @@ where
             } else {
                 RetryBody::streamed(body)
             };
-            outbound::stamp(&call, &mut parts.headers);
+            request::stamp(&call, &mut parts.headers);
             (State::Starting, Source::Once(Box::new((parts, body))))
         };
         Self {
@@ -173,7 +173,7 @@ where
                         output,
                     }) => finish(&mut this, attempt, &scope, output),
                     Poll::Ready(FlightEvent::Cut { attempt, scope }) => {
-                        outbound::cut(this.call, attempt, &scope)
+                        request::cut(this.call, attempt, &scope)
                     }
                     Poll::Ready(FlightEvent::HedgeDue(at)) => {
                         // The cuts still apply while the service is busy.
@@ -242,14 +242,14 @@ where
     };
     if outgrown {
         call.single_attempt();
-        outbound::stamp(call, &mut template.headers);
+        request::stamp(call, &mut template.headers);
         let body = match rest {
             Some(rest) => RetryBody::streamed(Prefixed::new(buffered.frames, rest)),
             None => RetryBody::empty(),
         };
         *source = template.into_once(body);
     } else {
-        outbound::stamp(call, &mut template.headers);
+        request::stamp(call, &mut template.headers);
         template.body = buffered.into_bytes();
         *source = Source::Template(template);
     }
@@ -264,8 +264,8 @@ where
     S: Service<Request<RetryBody>>,
 {
     let (method, uri, headers) = this.source.parts_mut();
-    let span = outbound::attempt_span(this.call, &attempt, method.as_str(), uri);
-    outbound::stamp_attempt(headers, &attempt, &span);
+    let span = request::attempt_span(this.call, &attempt, method.as_str(), uri);
+    request::stamp_attempt(headers, &attempt, &span);
     let future = {
         let _entered = span.enter();
         this.service
@@ -311,7 +311,7 @@ where
     let result = result.map_err(TransportError::new);
     let verdict = this.classifier.classify(&result);
     let status = result.as_ref().ok().map(Response::status);
-    outbound::answered(this.call, attempt, span, status, verdict, result)
+    request::answered(this.call, attempt, span, status, verdict, result)
 }
 
 impl<S, C, B> std::fmt::Debug for ResponseFuture<S, C, B>

@@ -14,17 +14,10 @@ use tower::{Layer, Service};
 use crate::body::{BoxError, RetryBody, TransportError};
 use crate::classify::HttpClassifier;
 use crate::future::ResponseFuture;
-use crate::outbound;
+use crate::request;
 
 /// The default cap on a request body buffered for replay: 64 KiB.
 pub const DEFAULT_MAX_BUFFERED_BODY: usize = 64 * 1024;
-
-/// A per-request override of whether a request may be retried, set as a request extension.
-///
-/// It wins both ways: `Retryable(true)` opts a POST in, `Retryable(false)` keeps a GET
-/// to a single attempt. A body too large to buffer is sent once whatever it says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retryable(pub bool);
 
 /// A tower layer that retries HTTP requests under a [`RetryPolicy`].
 ///
@@ -68,7 +61,7 @@ impl RetryLayer {
 }
 
 impl<C> RetryLayer<C> {
-    /// Retries POST, PATCH and other non-idempotent methods too; a [`Retryable`]
+    /// Retries POST, PATCH and other non-idempotent methods too; a [`Retryable`](crate::Retryable)
     /// extension on a request still wins. Defaults to `false`.
     pub fn retry_non_idempotent(mut self, retry: bool) -> Self {
         Arc::make_mut(&mut self.shared).retry_non_idempotent = retry;
@@ -198,7 +191,7 @@ where
         let shared = &self.shared;
         let policy = &shared.policy;
 
-        let opted = outbound::opted_in(
+        let opted = request::opted_in(
             request.extensions().get(),
             shared.retry_non_idempotent,
             request.method(),
@@ -211,7 +204,7 @@ where
             .upper()
             .is_none_or(|upper| upper <= shared.max_buffered_body as u64);
         let authority = request.uri().authority().map_or("", |a| a.as_str());
-        let call = outbound::start(
+        let call = request::start(
             policy,
             opted && may_fit,
             request.method(),

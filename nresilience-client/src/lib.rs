@@ -10,6 +10,10 @@
 //! larger body, or a stream still producing, is sent once. Exactly the requests that may be retried carry `x-nresilience-retrying: 1`, on
 //! every attempt. When the attempts run out on a retryable status, the last response is
 //! returned rather than an error.
+//!
+//! The ids in parentheses (B1, C2, O5 …) name the rules of the repository's
+//! [docs/rules.md](https://github.com/nresilience/nresilience-rs/blob/main/docs/rules.md),
+//! each given there in full; the text beside an id says the rule in brief.
 #![forbid(unsafe_code)]
 
 mod body;
@@ -20,20 +24,20 @@ mod future;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 mod layer;
-mod outbound;
 mod replay;
 mod request;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
-pub mod retry_after;
 mod telemetry;
 
 pub use body::{BoxError, RetryBody, TransportError};
 pub use classify::HttpClassifier;
 pub use client::{Client, ClientBuilder};
 pub use future::ResponseFuture;
-pub use layer::{Retry, RetryLayer, Retryable, DEFAULT_MAX_BUFFERED_BODY};
-pub use nresilience_core::nesting::{MARKER_HEADER, MARKER_VALUE};
+pub use layer::{Retry, RetryLayer, DEFAULT_MAX_BUFFERED_BODY};
+/// The headers on the wire: their names, and the parse and format of every value.
+pub use nresilience_wire as wire;
+pub use request::Retryable;
 /// The rustls that [`ClientBuilder::build_tls`] takes a configuration of, so that yours is
 /// the same version.
 #[cfg(feature = "rustls")]

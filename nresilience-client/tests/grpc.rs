@@ -21,7 +21,7 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes};
 use http::uri::PathAndQuery;
 use nresilience_client::grpc::{self, GrpcRetry};
-use nresilience_client::{TransportError, MARKER_HEADER};
+use nresilience_client::{wire, TransportError};
 use nresilience_core::{
     Backoff, BudgetOptions, Hedge, Jitter, RetryBudget, RetryError, RetryPolicy,
     RetryPolicyBuilder, StopReason,
@@ -106,7 +106,7 @@ impl Script {
 
     fn answer(&self, metadata: &MetadataMap) -> Result<(), Status> {
         let markers = metadata
-            .get_all(MARKER_HEADER)
+            .get_all(wire::MARKER.as_str())
             .iter()
             .map(|value| value.to_str().unwrap_or("?").to_owned())
             .collect();
@@ -117,7 +117,7 @@ impl Script {
             Some((code, pushback)) => {
                 let mut metadata = MetadataMap::new();
                 if let Some(pushback) = pushback {
-                    metadata.insert(grpc::PUSHBACK_HEADER, pushback.parse().unwrap());
+                    metadata.insert("grpc-retry-pushback-ms", pushback.parse().unwrap());
                 }
                 Err(Status::with_metadata(code, "scripted", metadata))
             }

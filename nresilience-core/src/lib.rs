@@ -2,7 +2,7 @@
 //! executor and the nested-retry context.
 //!
 //! Nothing here knows about HTTP; `nresilience-axum` and `nresilience-client` put these
-//! pieces on the wire.
+//! pieces on the wire, through `nresilience-wire`.
 //!
 //! # Example
 //!

@@ -38,12 +38,6 @@ use std::thread::LocalKey;
 
 use crate::scope::{self, sealed, Scoped};
 
-/// The name of the header (and gRPC metadata key) that marks a request its sender may retry.
-pub const MARKER_HEADER: &str = "x-nresilience-retrying";
-
-/// The marker's one meaningful value.
-pub const MARKER_VALUE: &str = "1";
-
 /// Where the retrying context came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NestingSource {

@@ -10,15 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use nresilience_axum::{CallFailed, NestedRetryLayer};
+use nresilience_client::wire::{self, ChainFacts};
 use nresilience_client::{Client, HttpClassifier};
-use nresilience_core::chain::{
-    ChainFacts, CHAIN_HEADER, DEADLINE_HEADER, OVERLOADED_HEADER, RETRIED_HEADER,
-};
 use nresilience_core::{
     Backoff, BudgetOptions, Criticality, Jitter, RetryBudget, RetryPolicy, RetryPolicyBuilder,
 };
@@ -118,11 +116,7 @@ async fn c6_c7_a_backend_that_retried_is_not_retried_by_its_caller() {
         .await
         .unwrap();
     assert_eq!(answer.status(), StatusCode::BAD_GATEWAY);
-    assert_eq!(
-        answer.headers()[RETRIED_HEADER],
-        "4",
-        "stamped by the layer"
-    );
+    assert_eq!(answer.headers()[wire::RETRIED], "4", "stamped by the layer");
     assert_eq!(db_requests.load(Ordering::Relaxed), 4);
     assert_eq!(
         backend_requests.load(Ordering::Relaxed),
@@ -150,7 +144,7 @@ async fn c6_the_response_type_marks_a_call_that_retried_and_a_caller_may_opt_out
     let honouring = Client::new(four_attempts().build().unwrap());
     let answer = honouring.get(url.as_str()).await.unwrap();
     assert_eq!(answer.status(), StatusCode::BAD_GATEWAY);
-    assert_eq!(answer.headers()[RETRIED_HEADER], "4");
+    assert_eq!(answer.headers()[wire::RETRIED], "4");
     assert_eq!(backend_requests.load(Ordering::Relaxed), 1);
 
     let ignoring = HttpClassifier::new().retried_signal(false);
@@ -170,7 +164,7 @@ async fn c1_a_backend_refused_by_its_budget_answers_overloaded_and_is_not_retrie
     // Spends the backend's one token: two db attempts, then a refusal.
     let answer = frontend.get(url.as_str()).await.unwrap();
     assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(answer.headers()[OVERLOADED_HEADER], "1");
+    assert_eq!(answer.headers()[wire::OVERLOADED], "1");
     assert!(
         answer.headers().get("retry-after").is_none(),
         "a budget without a floor cannot say when"
@@ -181,7 +175,7 @@ async fn c1_a_backend_refused_by_its_budget_answers_overloaded_and_is_not_retrie
     // Empty now: the first attempt only, then the refusal, then no retry from above.
     let answer = frontend.get(url.as_str()).await.unwrap();
     assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(answer.headers()[OVERLOADED_HEADER], "1");
+    assert_eq!(answer.headers()[wire::OVERLOADED], "1");
     assert_eq!(backend_requests.load(Ordering::Relaxed), 2);
     assert_eq!(db_requests.load(Ordering::Relaxed), 3);
 }
@@ -197,8 +191,8 @@ async fn c1_c7_a_bare_5xx_after_a_refusal_gets_the_overload_signal_from_the_laye
 
     let answer = frontend.get(url.as_str()).await.unwrap();
     assert_eq!(answer.status(), StatusCode::BAD_GATEWAY);
-    assert_eq!(answer.headers()[OVERLOADED_HEADER], "1");
-    assert!(answer.headers().get(RETRIED_HEADER).is_none());
+    assert_eq!(answer.headers()[wire::OVERLOADED], "1");
+    assert!(answer.headers().get(wire::RETRIED).is_none());
     assert_eq!(backend_requests.load(Ordering::Relaxed), 1);
 
     let ignoring = HttpClassifier::new().overload_signal(false);
@@ -212,7 +206,7 @@ async fn c1_c7_an_overloaded_db_is_passed_on_with_its_hint() {
     let counted = Arc::clone(&db_requests);
     let shedding = move || async move {
         counted.fetch_add(1, Ordering::Relaxed);
-        let signal = [(OVERLOADED_HEADER, "1"), ("retry-after", "7")];
+        let signal = [("x-nresilience-overloaded", "1"), ("retry-after", "7")];
         (StatusCode::SERVICE_UNAVAILABLE, signal)
     };
     let db = serve(Router::new().route("/", get(shedding))).await;
@@ -224,7 +218,7 @@ async fn c1_c7_an_overloaded_db_is_passed_on_with_its_hint() {
         .await
         .unwrap();
     assert_eq!(answer.status(), StatusCode::BAD_GATEWAY);
-    assert_eq!(answer.headers()[OVERLOADED_HEADER], "1");
+    assert_eq!(answer.headers()[wire::OVERLOADED], "1");
     assert_eq!(answer.headers()["retry-after"], "7", "db's own hint");
     assert_eq!(backend_requests.load(Ordering::Relaxed), 1);
     assert_eq!(db_requests.load(Ordering::Relaxed), 1);
@@ -234,12 +228,12 @@ async fn c1_c7_an_overloaded_db_is_passed_on_with_its_hint() {
 type Noted = Arc<Mutex<Vec<String>>>;
 
 /// A db that fails every request with a bare `500`, noting `header` on each.
-async fn noting_db(header: &'static str) -> (SocketAddr, Noted) {
+async fn noting_db(header: HeaderName) -> (SocketAddr, Noted) {
     let noted = Noted::default();
     let seen = Arc::clone(&noted);
     let fail = move |headers: HeaderMap| async move {
         let value = headers
-            .get(header)
+            .get(&header)
             .and_then(|value| value.to_str().ok())
             .unwrap_or("-");
         seen.lock().unwrap().push(value.to_owned());
@@ -271,7 +265,7 @@ async fn raw_get(addr: SocketAddr, path: &str, headers: &str) -> String {
 
 #[tokio::test]
 async fn c2_a_backend_gives_up_with_its_caller_and_passes_the_time_left_on() {
-    let (db, seen) = noting_db(DEADLINE_HEADER).await;
+    let (db, seen) = noting_db(wire::DEADLINE).await;
     // Four attempts 300 ms apart: over 900 ms for a caller with time.
     let policy = RetryPolicy::builder()
         .max_attempts(4)
@@ -307,7 +301,7 @@ async fn c2_a_backend_gives_up_with_its_caller_and_passes_the_time_left_on() {
 
 #[tokio::test]
 async fn c2_a_backend_whose_caller_has_given_up_calls_nothing() {
-    let (db, seen) = noting_db(DEADLINE_HEADER).await;
+    let (db, seen) = noting_db(wire::DEADLINE).await;
     let (backend, requests) = backend(four_attempts().build().unwrap(), db).await;
     let status = raw_get(
         backend,
@@ -357,7 +351,7 @@ async fn c5_a_hop_that_calls_itself_stops_at_the_loop_guard() {
 
 #[tokio::test]
 async fn c3_an_ambient_backend_passes_its_callers_criticality_on() {
-    let (db, seen) = noting_db(CHAIN_HEADER).await;
+    let (db, seen) = noting_db(wire::CHAIN).await;
     let ambient = RetryPolicy::builder()
         .max_attempts(2)
         .backoff(Backoff::none())
@@ -382,4 +376,31 @@ async fn c3_an_ambient_backend_passes_its_callers_criticality_on() {
         ["sheddable", "sheddable", "normal", "normal"],
         "the caller's, then the policy's own when the caller says none"
     );
+}
+
+#[tokio::test]
+async fn c4_c5_a_count_too_large_saturates_down_the_chain_and_never_restarts() {
+    let (db, seen) = noting_db(wire::CHAIN).await;
+    let (backend, requests) = backend(four_attempts().build().unwrap(), db).await;
+    let overflowing_depth = "x-nresilience-chain: depth=99999999999999999999, attempts=4\r\n";
+    let status = raw_get(backend, "/bare", overflowing_depth).await;
+    assert!(status.contains("508"), "past the loop guard: {status}");
+    assert_eq!(requests.load(Ordering::Relaxed), 0, "the handler never ran");
+    assert!(seen.lock().unwrap().is_empty(), "db saw nothing");
+
+    let overflowing_attempts = "x-nresilience-chain: depth=2, attempts=99999999999999999999999\r\n";
+    raw_get(backend, "/bare", overflowing_attempts).await;
+    let told: Vec<_> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|value| {
+            let facts = ChainFacts::parse(value.as_bytes());
+            (facts.depth, facts.attempts)
+        })
+        .collect();
+    assert!(!told.is_empty());
+    for facts in told {
+        assert_eq!(facts, (Some(3), Some(u32::MAX)), "the most, not 4 again");
+    }
 }

@@ -10,13 +10,13 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use nresilience_axum::nesting::{self, NestingSource};
-use nresilience_axum::{NestedRetry, NestedRetryLayer, RetryMarker};
+use nresilience_axum::{wire, NestedRetry, NestedRetryLayer, RetryMarker};
 use nresilience_core::chain;
 use tower::{service_fn, Layer, Service, ServiceExt};
 
 use crate::support::{self, Events, MALFORMED, MARKED, UNMARKED};
 
-const MARKER: &str = nesting::MARKER_HEADER;
+const MARKER: &str = "x-nresilience-retrying";
 
 async fn report(marker: Option<Extension<RetryMarker>>, headers: HeaderMap) -> String {
     // Read after a real suspension: the context must cover the whole future, not its first poll.
@@ -150,8 +150,8 @@ async fn n4_marker_extension_carries_the_context_into_a_spawned_task() {
 async fn c2_c4_the_marker_extension_carries_the_chain_facts_into_a_spawned_task() {
     let told = Request::get("/spawn-chain")
         .header(MARKER, "1")
-        .header(chain::CHAIN_HEADER, "depth=2, attempts=16")
-        .header(chain::DEADLINE_HEADER, "900")
+        .header(wire::CHAIN, "depth=2, attempts=16")
+        .header(wire::DEADLINE, "900")
         .body(Body::empty())
         .unwrap();
     let seen = body_of(app(NestedRetryLayer::new()), told).await;
@@ -350,8 +350,15 @@ async fn c5_a_request_deeper_than_the_maximum_is_answered_508_overloaded_unhandl
 
     let allowed = layered.clone().oneshot(at_depth("2")).await.unwrap();
     assert_eq!(allowed.status(), StatusCode::OK);
+    // A depth too large to count is deeper than the guard allows, never a new chain.
+    let huge = layered
+        .clone()
+        .oneshot(at_depth("99999999999999999999"))
+        .await
+        .unwrap();
+    assert_eq!(huge.status(), StatusCode::LOOP_DETECTED);
     // A depth that does not parse is no depth: handled.
-    let garbled = layered.oneshot(at_depth("99999999")).await.unwrap();
+    let garbled = layered.oneshot(at_depth("9x")).await.unwrap();
     assert_eq!(garbled.status(), StatusCode::OK);
     assert_eq!(handled.load(std::sync::atomic::Ordering::Relaxed), 2);
 }

@@ -8,7 +8,6 @@ use std::convert::Infallible;
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode};
 use nresilience_axum::NestedRetryLayer;
-use nresilience_core::chain;
 use proptest::prelude::*;
 use tower::{service_fn, Layer, ServiceExt};
 
@@ -69,7 +68,7 @@ proptest! {
             .filter(|value| HeaderValue::from_bytes(value).is_ok())
             .collect();
         let depth = match sent.as_slice() {
-            [one] => chain::ChainFacts::parse(one).depth,
+            [one] => nresilience_axum::wire::ChainFacts::parse(one).depth,
             _ => None,
         };
         if depth.is_some_and(|depth| depth > 16) {
@@ -78,4 +77,17 @@ proptest! {
             prop_assert_eq!(status, StatusCode::OK);
         }
     }
+}
+
+#[test]
+fn c4_c5_a_depth_too_large_for_its_type_is_past_the_guard_not_a_new_chain() {
+    let chain = |value: &str| vec![vec![], vec![value.as_bytes().to_vec()], vec![]];
+    for value in [
+        "depth=99999999999999999999, attempts=4",
+        "depth=4294967296",
+        "depth=100001, attempts=4",
+    ] {
+        assert_eq!(answer(&chain(value)), StatusCode::LOOP_DETECTED, "{value}");
+    }
+    assert_eq!(answer(&chain("depth=16, attempts=4")), StatusCode::OK);
 }

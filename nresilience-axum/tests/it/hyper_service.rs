@@ -12,7 +12,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use nresilience_axum::{nesting, NestedRetryLayer, RetryMarker};
+use nresilience_axum::{NestedRetryLayer, RetryMarker};
 use tower::{service_fn, Layer};
 
 use crate::support::{self, MARKED, UNMARKED};
@@ -60,7 +60,7 @@ async fn n4_plain_hyper_service_sees_the_http2_marker() {
     for (marker, expected) in [(Some("1"), MARKED), (None, UNMARKED)] {
         let mut request = Request::get(format!("http://{addr}/"));
         if let Some(value) = marker {
-            request = request.header(nesting::MARKER_HEADER, value);
+            request = request.header(nresilience_axum::wire::MARKER, value);
         }
         let response = client
             .request(request.body(Empty::new()).unwrap())

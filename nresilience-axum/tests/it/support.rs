@@ -17,7 +17,7 @@ pub(crate) fn report(extension: Option<&RetryMarker>, headers: &HeaderMap) -> St
     let context = nesting::current().map_or("none", |source| source.as_str());
     let extension = if extension.is_some() { "yes" } else { "no" };
     let header = headers
-        .get(nesting::MARKER_HEADER)
+        .get(nresilience_axum::wire::MARKER)
         .map_or("absent", |_| "present");
     format!("context={context} extension={extension} header={header}")
 }

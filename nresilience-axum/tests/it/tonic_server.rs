@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use http::{HeaderValue, Request, Response};
-use nresilience_axum::{nesting, NestedRetryLayer, RetryMarker};
+use nresilience_axum::{NestedRetryLayer, RetryMarker};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
 use tonic::server::NamedService;
@@ -87,7 +87,7 @@ async fn check(channel: Channel, metadata: MetadataMap) -> String {
 fn marker(value: &'static str) -> MetadataMap {
     let mut metadata = MetadataMap::new();
     metadata.insert(
-        nesting::MARKER_HEADER,
+        "x-nresilience-retrying",
         value.parse().expect("ascii metadata"),
     );
     metadata
@@ -117,7 +117,7 @@ async fn trust_boundary_tonic_server_ignoring_inbound_drops_the_metadata_marker(
 fn n2_metadata_marker_is_the_lower_case_header() {
     let headers = marker("1").into_headers();
     assert_eq!(
-        headers.get(nesting::MARKER_HEADER),
+        headers.get(nresilience_axum::wire::MARKER),
         Some(&HeaderValue::from_static("1"))
     );
 }

@@ -1,17 +1,11 @@
 //! What a gRPC attempt's outcome means for the call.
 
-use std::time::Duration;
-
 use http::{HeaderMap, Response, StatusCode};
 use nresilience_core::{Classify, Verdict};
+use nresilience_wire::{read_grpc_pushback, GrpcPushback, GRPC_STATUS};
 use tonic::Code;
 
 use crate::chain_signals::ChainSignals;
-
-/// The metadata key a server sets to push a retry back: `grpc-retry-pushback-ms`.
-pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
-
-const GRPC_STATUS: &str = "grpc-status";
 
 /// Classifies gRPC attempts by the table in the [module docs](super).
 ///
@@ -113,13 +107,13 @@ fn classify_code(status: StatusCode, headers: &HeaderMap) -> (Verdict, bool) {
     };
     match Code::from_bytes(code.as_bytes()) {
         Code::Ok => (Verdict::Success, false),
-        Code::Unavailable | Code::DeadlineExceeded => match pushback(headers) {
-            Pushback::Stop => (Verdict::Permanent, true),
-            Pushback::After(retry_after) => (Verdict::Transient { retry_after }, true),
+        Code::Unavailable | Code::DeadlineExceeded => match read_grpc_pushback(headers) {
+            GrpcPushback::Stop => (Verdict::Permanent, true),
+            GrpcPushback::After(retry_after) => (Verdict::Transient { retry_after }, true),
         },
-        Code::ResourceExhausted => match pushback(headers) {
-            Pushback::Stop => (Verdict::Permanent, true),
-            Pushback::After(retry_after) => (
+        Code::ResourceExhausted => match read_grpc_pushback(headers) {
+            GrpcPushback::Stop => (Verdict::Permanent, true),
+            GrpcPushback::After(retry_after) => (
                 Verdict::Throttled {
                     self_imposed: false,
                     retry_after,
@@ -131,61 +125,21 @@ fn classify_code(status: StatusCode, headers: &HeaderMap) -> (Verdict, bool) {
     }
 }
 
-/// What `grpc-retry-pushback-ms` asks of the next retry.
-enum Pushback {
-    /// Wait this long (K13), or on the curve when `None`.
-    After(Option<Duration>),
-    /// A negative value: the server asks not to be retried.
-    Stop,
-}
-
-/// The first parseable `grpc-retry-pushback-ms` value decides; unparseable ones are skipped.
-fn pushback(headers: &HeaderMap) -> Pushback {
-    for value in headers.get_all(PUSHBACK_HEADER) {
-        match parse_pushback(value.as_bytes()) {
-            Some(pushback) => return pushback,
-            None => tracing::debug!(?value, "ignoring an unparseable grpc-retry-pushback-ms"),
-        }
-    }
-    Pushback::After(None)
-}
-
-/// An optionally signed decimal integer of milliseconds; a huge one saturates.
-fn parse_pushback(value: &[u8]) -> Option<Pushback> {
-    let value = value.trim_ascii();
-    let (negative, digits) = match value.split_first() {
-        Some((b'-', digits)) => (true, digits),
-        _ => (false, value),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let millis = digits.iter().fold(0u64, |millis, digit| {
-        millis
-            .saturating_mul(10)
-            .saturating_add(u64::from(digit - b'0'))
-    });
-    Some(if negative && millis > 0 {
-        Pushback::Stop
-    } else {
-        Pushback::After(Some(Duration::from_millis(millis)))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use std::io;
+    use std::time::Duration;
 
-    use http::HeaderValue;
+    use http::{HeaderName, HeaderValue};
 
-    use nresilience_core::chain::{OVERLOADED_HEADER, RETRIED_HEADER};
+    use nresilience_wire::{GRPC_PUSHBACK, OVERLOADED, RETRIED};
 
     use super::*;
 
-    fn headers(pairs: &[(&'static str, &[u8])]) -> HeaderMap {
+    fn headers(pairs: &[(HeaderName, &[u8])]) -> HeaderMap {
         let mut headers = HeaderMap::new();
         for (name, value) in pairs {
-            headers.append(*name, HeaderValue::from_bytes(value).unwrap());
+            headers.append(name.clone(), HeaderValue::from_bytes(value).unwrap());
         }
         headers
     }
@@ -195,7 +149,7 @@ mod tests {
     }
 
     fn grpc_with_pushback(code: &[u8], pushback: &[u8]) -> Verdict {
-        let headers = headers(&[(GRPC_STATUS, code), (PUSHBACK_HEADER, pushback)]);
+        let headers = headers(&[(GRPC_STATUS, code), (GRPC_PUSHBACK, pushback)]);
         classify_grpc(StatusCode::OK, &headers)
     }
 
@@ -367,9 +321,9 @@ mod tests {
     fn h6_the_first_parseable_pushback_decides() {
         let headers = headers(&[
             (GRPC_STATUS, b"14"),
-            (PUSHBACK_HEADER, b"later"),
-            (PUSHBACK_HEADER, b"250"),
-            (PUSHBACK_HEADER, b"-1"),
+            (GRPC_PUSHBACK, b"later"),
+            (GRPC_PUSHBACK, b"250"),
+            (GRPC_PUSHBACK, b"-1"),
         ]);
         assert_eq!(classify_grpc(StatusCode::OK, &headers), transient(250));
     }
@@ -397,8 +351,8 @@ mod tests {
         let signalled = |code: &'static [u8], pushback: &'static [u8]| {
             headers(&[
                 (GRPC_STATUS, code),
-                (PUSHBACK_HEADER, pushback),
-                (OVERLOADED_HEADER, b"1"),
+                (GRPC_PUSHBACK, pushback),
+                (OVERLOADED, b"1"),
             ])
         };
         // What a hop's `CallFailed` becomes as a `tonic::Status`.
@@ -425,8 +379,8 @@ mod tests {
     #[test]
     fn c1_c6_signals_on_a_code_no_client_retries_change_nothing() {
         for code in [&b"3"[..], b"5", b"7", b"13", b"garbage"] {
-            for signal in [(OVERLOADED_HEADER, &b"1"[..]), (RETRIED_HEADER, b"4")] {
-                let answer = headers(&[(GRPC_STATUS, code), signal]);
+            for signal in [(OVERLOADED, &b"1"[..]), (RETRIED, b"4")] {
+                let answer = headers(&[(GRPC_STATUS, code), signal.clone()]);
                 assert_eq!(
                     classify_grpc(StatusCode::OK, &answer),
                     Verdict::Permanent,
@@ -434,7 +388,7 @@ mod tests {
                 );
             }
         }
-        let not_found = headers(&[(OVERLOADED_HEADER, b"1")]);
+        let not_found = headers(&[(OVERLOADED, b"1")]);
         assert_eq!(
             classify_grpc(StatusCode::NOT_FOUND, &not_found),
             Verdict::Permanent
@@ -443,7 +397,7 @@ mod tests {
 
     #[test]
     fn c6_a_retryable_answer_retried_below_ends_the_call() {
-        let retried = |code: &'static [u8]| headers(&[(GRPC_STATUS, code), (RETRIED_HEADER, b"4")]);
+        let retried = |code: &'static [u8]| headers(&[(GRPC_STATUS, code), (RETRIED, b"4")]);
         for code in [&b"14"[..], b"4", b"8"] {
             assert_eq!(
                 classify_grpc(StatusCode::OK, &retried(code)),
@@ -453,8 +407,8 @@ mod tests {
         }
         let stop = headers(&[
             (GRPC_STATUS, b"14"),
-            (PUSHBACK_HEADER, b"-1"),
-            (RETRIED_HEADER, b"4"),
+            (GRPC_PUSHBACK, b"-1"),
+            (RETRIED, b"4"),
         ]);
         assert_eq!(
             classify_grpc(StatusCode::OK, &stop),
@@ -466,7 +420,7 @@ mod tests {
             ignoring.classify_response(StatusCode::OK, &retried(b"14")),
             Verdict::TRANSIENT
         );
-        let garbled = headers(&[(GRPC_STATUS, b"14"), (RETRIED_HEADER, b"-4")]);
+        let garbled = headers(&[(GRPC_STATUS, b"14"), (RETRIED, b"-4")]);
         assert_eq!(classify_grpc(StatusCode::OK, &garbled), Verdict::TRANSIENT);
     }
 }

@@ -95,7 +95,7 @@ mod tonic_body;
 
 use nresilience_core::RetryPolicy;
 
-pub use classify::{classify_grpc, GrpcClassifier, PUSHBACK_HEADER};
+pub use classify::{classify_grpc, GrpcClassifier};
 pub use future::ResponseFuture;
 pub use layer::{GrpcRetry, GrpcRetryLayer};
 

@@ -8,14 +8,14 @@ use std::time::SystemTime;
 
 use ::reqwest::{Request, Response};
 use http::Extensions;
-use nresilience_core::call::{Attempt, Call, Flights, FlightEvent, Step};
+use nresilience_core::call::{Attempt, Call, FlightEvent, Flights, Step};
 use nresilience_core::{clock, nesting, Verdict};
 use pin_project_lite::pin_project;
 use reqwest_middleware::Next;
 use tracing::Span;
 
 use crate::classify::HttpClassifier;
-use crate::outbound;
+use crate::request;
 
 /// What an attempt answers.
 type MiddlewareResult = reqwest_middleware::Result<Response>;
@@ -98,7 +98,10 @@ where
     }
 }
 
-fn poll_steps<'a, F, S>(mut this: AttemptsProj<'_, 'a, F, S>, cx: &mut Context<'_>) -> Poll<MiddlewareResult>
+fn poll_steps<'a, F, S>(
+    mut this: AttemptsProj<'_, 'a, F, S>,
+    cx: &mut Context<'_>,
+) -> Poll<MiddlewareResult>
 where
     F: Future<Output = (MiddlewareResult, Extensions)>,
     S: Fn(Next<'a>, Request, Extensions) -> F,
@@ -124,9 +127,9 @@ where
                         }
                         Err(error) => (None, Err(error)),
                     };
-                    outbound::answered(this.call, attempt, &scope, status, verdict, outcome)
+                    request::answered(this.call, attempt, &scope, status, verdict, outcome)
                 }
-                FlightEvent::Cut { attempt, scope } => outbound::cut(this.call, attempt, &scope),
+                FlightEvent::Cut { attempt, scope } => request::cut(this.call, attempt, &scope),
                 FlightEvent::HedgeDue(at) => this.call.next(at),
                 FlightEvent::Woke => this.call.next(clock::now()),
             }
@@ -213,8 +216,8 @@ fn prepare(
     attempt: &Attempt,
     request: &mut Request,
 ) -> Span {
-    let span = outbound::attempt_span(call, attempt, request.method().as_str(), request.url());
-    outbound::stamp_attempt(request.headers_mut(), attempt, &span);
+    let span = request::attempt_span(call, attempt, request.method().as_str(), request.url());
+    request::stamp_attempt(request.headers_mut(), attempt, &span);
     span
 }
 

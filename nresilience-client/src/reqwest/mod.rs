@@ -77,7 +77,7 @@ use nresilience_core::{RetryError, RetryPolicy};
 use reqwest_middleware::{Middleware, Next};
 
 use crate::classify::HttpClassifier;
-use crate::outbound;
+use crate::request;
 use crate::telemetry;
 use future::Attempts;
 
@@ -165,21 +165,21 @@ impl Middleware for RetryMiddleware {
         'n: 'a,
         Self: 'a,
     {
-        let opted = outbound::opted_in(
+        let opted = request::opted_in(
             extensions.get(),
             self.retry_non_idempotent,
             request.method(),
         );
         // A streamed body cannot be sent again: its call is a single attempt, unmarked.
         let replayable = request.body().is_none_or(|body| body.as_bytes().is_some());
-        let call = outbound::start(
+        let call = request::start(
             &self.policy,
             opted && replayable,
             request.method(),
             authority(request.url()),
             request.headers(),
         );
-        outbound::stamp(&call, request.headers_mut());
+        request::stamp(&call, request.headers_mut());
         Box::pin(Attempts::new(
             call,
             self.classifier,

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
 use bytes::Bytes;
-use nresilience_client::MARKER_HEADER;
+use nresilience_client::wire;
 use nresilience_core::{Backoff, Jitter, RetryPolicy};
 
 pub mod driver;
@@ -48,7 +48,7 @@ impl Script {
 async fn answer(State(script): State<Script>, headers: HeaderMap, body: Bytes) -> Response {
     script.bodies.lock().unwrap().push(body);
     let markers = headers
-        .get_all(MARKER_HEADER)
+        .get_all(wire::MARKER)
         .iter()
         .map(|v| v.to_str().unwrap_or("?").to_owned())
         .collect();

@@ -10,7 +10,6 @@
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use nresilience_client::{MARKER_HEADER, MARKER_VALUE};
 use nresilience_core::nesting::{self, NestingSource};
 use nresilience_core::overload::OverloadControl;
 use nresilience_core::{
@@ -98,7 +97,7 @@ async fn waited_through<D: Driver>(answers: &[(u16, Option<&str>)]) -> (Duration
 
 /// The marker as a request forwarded from a retrying sender carries it.
 fn forwarded(request: Outbound) -> Outbound {
-    request.headers(&inbound(&[(MARKER_HEADER, MARKER_VALUE)]))
+    request.headers(&inbound(&[("x-nresilience-retrying", "1")]))
 }
 
 pub async fn n1_marker_is_on_the_first_attempt_and_every_retry<D: Driver>() {

@@ -7,6 +7,7 @@ use std::num::NonZeroU64;
 use std::thread::LocalKey;
 use std::time::Duration;
 
+use super::signal::Signal;
 use crate::outcome::StopReason;
 use crate::scope::{self, sealed, Scoped};
 
@@ -78,11 +79,8 @@ impl Learned {
     }
 
     fn record(&mut self, reason: StopReason, attempts: u32, retry_after: Option<Duration>) {
-        match reason {
-            StopReason::BudgetExhausted
-            | StopReason::BreakerOpen
-            | StopReason::Saturated
-            | StopReason::Overloaded => {
+        match reason.signal(attempts) {
+            Some(Signal::Overloaded) => {
                 self.bits |= OVERLOADED;
                 let retry_after = retry_after.map(|wait| {
                     let nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
@@ -90,9 +88,8 @@ impl Learned {
                 });
                 self.retry_after = self.retry_after.max(retry_after);
             }
-            StopReason::AttemptsExhausted if attempts > 1 => self.note_retried(attempts),
-            StopReason::RetriedBelow => self.note_retried(attempts),
-            _ => {}
+            Some(Signal::Retried { attempts }) => self.note_retried(attempts),
+            None => {}
         }
     }
 

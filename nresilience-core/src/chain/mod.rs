@@ -10,7 +10,8 @@
 //!   retried already; a caller's retrying client does not retry that answer either.
 //!
 //! Both are read from peers, so they are parsed strictly and never fail: a value that is not
-//! exactly what this module writes, or a header sent twice, is no signal.
+//! exactly what is written, or a header sent twice, is no signal. [`Signal`] is which endings
+//! send which.
 //!
 //! - **Deadline**: every attempt says how long its caller will still wait
 //!   (`x-nresilience-deadline-ms`); a retrying call made while serving it gives up no later
@@ -18,35 +19,19 @@
 //!
 //! - **Depth, potential attempts and criticality**: every request says how deep in the chain
 //!   it is, how many attempts could reach it and how much its caller waits on it, in one
-//!   header (`x-nresilience-chain: depth=2, attempts=9, criticality=normal`, [`ChainFacts`]),
+//!   header (`x-nresilience-chain: depth=2, attempts=9, criticality=normal`, `ChainFacts`),
 //!   so a nested retry reports the worst case, a hop calling itself is stopped, and the hops
 //!   below shed what nobody waits on first.
 //!
-//! The HTTP crates write and read these headers; [`Learned`] is how a server layer finds out,
-//! without handler code, how the retrying calls made while serving one request ended.
+//! The headers themselves — their names, and the parse and format of every value — are the
+//! `nresilience-wire` crate's, through which the HTTP crates write and read them. [`Learned`]
+//! is how a server layer finds out, without handler code, how the retrying calls made while
+//! serving one request ended.
 
-mod facts;
 mod inbound;
 pub(crate) mod learned;
 mod signal;
 
-pub use facts::{ChainFacts, CHAIN_HEADER};
-pub use inbound::{
-    attempts, deadline_from, deadline_ms, deadline_value, depth, inbound, serving, serving_sync,
-    Inbound,
-};
+pub use inbound::{deadline_from, inbound, serving, serving_sync, Inbound};
 pub use learned::{learning, learning_sync, Learned, LearningFuture};
-pub use signal::{grpc_timeout, overloaded, retried, single};
-
-/// The header that says a hop is shedding load: its own call was refused.
-pub const OVERLOADED_HEADER: &str = "x-nresilience-overloaded";
-
-/// The value of [`OVERLOADED_HEADER`]; any other value is no signal.
-pub const OVERLOADED_VALUE: &str = "1";
-
-/// The header that says a hop failed after retrying: its value is the attempts it made.
-pub const RETRIED_HEADER: &str = "x-nresilience-retried";
-
-/// The header that says how long the caller will still wait for this attempt, in whole
-/// milliseconds: the smaller of its call's deadline left and the attempt's timeout.
-pub const DEADLINE_HEADER: &str = "x-nresilience-deadline-ms";
+pub use signal::Signal;

@@ -158,14 +158,7 @@ impl<E> Call<E> {
         self.return_token();
         // The request being served learns how its calls failed (C7); a refusal or an
         // overloaded answer has told it already, with its hint.
-        if !matches!(
-            reason,
-            StopReason::Succeeded
-                | StopReason::BudgetExhausted
-                | StopReason::BreakerOpen
-                | StopReason::Saturated
-                | StopReason::Overloaded
-        ) {
+        if reason != StopReason::Succeeded && !reason.is_overload() {
             learned::call_ended(reason, self.attempts, None);
         }
         self.phase = Phase::Done;

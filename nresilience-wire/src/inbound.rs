@@ -1,26 +1,35 @@
-//! What a request says about its caller, read at the trust boundary.
+//! Reading, at the trust boundary, what a request's own headers say about its caller: the
+//! marker (N4), how long the caller will still wait (C2) and where its call sits in the chain
+//! (C3, C4).
 
-use http::header::{HeaderMap, HeaderName, HeaderValue};
-use nresilience_core::chain::{
-    self, deadline_ms, ChainFacts, Inbound, CHAIN_HEADER, DEADLINE_HEADER,
-};
+use http::header::{HeaderMap, HeaderValue};
+use nresilience_core::chain::{self, Inbound};
 use nresilience_core::clock;
 
-use crate::marker;
-
-/// The chain headers' names, parsed once.
-pub(crate) static DEADLINE: HeaderName = HeaderName::from_static(DEADLINE_HEADER);
-static CHAIN: HeaderName = HeaderName::from_static(CHAIN_HEADER);
-
-/// The prefix every header of the chain, the marker included, starts with.
-const PREFIX: &str = "x-nresilience-";
+use crate::deadline::deadline_ms;
+use crate::facts::ChainFacts;
+use crate::marker::is_marker;
+use crate::names::{CHAIN, DEADLINE, MARKER, PREFIX};
 
 /// What a request's `x-nresilience-` headers said: the marker and the caller's word.
 ///
 /// Read in one pass over the headers, comparing only the names with the chain's prefix: a
-/// lookup by name hashes the name, and three of them cost more than the rest of the layer.
+/// lookup by name hashes the name, and three of them cost more than the rest of a server
+/// layer.
+///
+/// ```
+/// use http::{HeaderMap, HeaderValue};
+/// use nresilience_wire::{RequestHeaders, CHAIN, MARKED, MARKER};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(MARKER, MARKED);
+/// headers.insert(CHAIN, HeaderValue::from_static("depth=2, attempts=9"));
+/// let read = RequestHeaders::read(&headers);
+/// assert!(read.marked(&headers));
+/// assert_eq!(read.inbound().map(|inbound| inbound.depth), Some(2));
+/// ```
 #[derive(Debug, Default)]
-pub(crate) struct Said<'a> {
+pub struct RequestHeaders<'a> {
     marked: bool,
     marker_seen: bool,
     /// Bit `i` set: the header of slot `i` was sent, and `values[i]` is its value, or `None`
@@ -29,11 +38,54 @@ pub(crate) struct Said<'a> {
     values: [Option<&'a HeaderValue>; 2],
 }
 
-/// The slots of [`Said::values`].
+/// The slots of [`RequestHeaders::values`].
 const DEADLINE_SLOT: usize = 0;
 const CHAIN_SLOT: usize = 1;
 
-impl<'a> Said<'a> {
+/// Whether any header has the chain's prefix: most requests carry none, and a server layer
+/// reads no further for them.
+///
+/// A pass over the names alone: the map keeps one entry per name, and walking its entries
+/// skips the state that walking name and value pairs carries for repeated names.
+#[inline(always)]
+pub fn carries_chain_headers(headers: &HeaderMap) -> bool {
+    for name in headers.keys() {
+        if name.as_str().starts_with(PREFIX) {
+            return true;
+        }
+    }
+    false
+}
+
+impl<'a> RequestHeaders<'a> {
+    /// What the request's own headers said: call it for a request of which
+    /// [`carries_chain_headers`] holds.
+    // Inlined into the server layer's path: measured cheaper than the call and the copy of
+    // what it read.
+    #[inline(always)]
+    pub fn read(headers: &'a HeaderMap) -> Self {
+        let mut read = RequestHeaders::default();
+        for (name, value) in headers {
+            let Some(suffix) = name.as_str().strip_prefix(PREFIX) else {
+                continue;
+            };
+            // The names' suffixes, checked against the names by
+            // `every_chain_header_and_the_marker_share_the_prefix_and_are_read`.
+            let slot = match suffix {
+                "retrying" => {
+                    read.marker_seen = true;
+                    read.marked |= is_marker(value);
+                    continue;
+                }
+                "deadline-ms" => DEADLINE_SLOT,
+                "chain" => CHAIN_SLOT,
+                _ => continue,
+            };
+            read.push(slot, value);
+        }
+        read
+    }
+
     fn push(&mut self, slot: usize, value: &'a HeaderValue) {
         let bit = 1 << slot;
         self.values[slot] = (self.sent & bit == 0).then_some(value);
@@ -52,54 +104,11 @@ impl<'a> Said<'a> {
         }
         value
     }
-}
 
-/// Whether any header has the chain's prefix: most requests carry none.
-///
-/// A pass over the names alone: the map keeps one entry per name, and walking its entries
-/// skips the state that walking name and value pairs carries for repeated names.
-#[inline(always)]
-pub(crate) fn any_prefixed(headers: &HeaderMap) -> bool {
-    for name in headers.keys() {
-        if name.as_str().starts_with(PREFIX) {
-            return true;
-        }
-    }
-    false
-}
-
-/// What the request's own headers said: call it for a request of which [`any_prefixed`] holds.
-// Inlined into its one caller on the layer's path: measured cheaper than the call and the
-// copy of what it read.
-#[inline(always)]
-pub(crate) fn said(headers: &HeaderMap) -> Said<'_> {
-    let mut said = Said::default();
-    for (name, value) in headers {
-        let Some(suffix) = name.as_str().strip_prefix(PREFIX) else {
-            continue;
-        };
-        // The names' suffixes, checked against the names by
-        // `every_chain_header_and_the_marker_share_the_prefix_and_are_read`.
-        let slot = match suffix {
-            "retrying" => {
-                said.marker_seen = true;
-                said.marked |= marker::value_is_one(value);
-                continue;
-            }
-            "deadline-ms" => DEADLINE_SLOT,
-            "chain" => CHAIN_SLOT,
-            _ => continue,
-        };
-        said.push(slot, value);
-    }
-    said
-}
-
-impl Said<'_> {
     /// Whether the request carries the marker: any of its values is exactly `1` (N4). A
     /// marker with no such value is a debug event, never an error.
     #[inline]
-    pub(crate) fn marked(&self, headers: &HeaderMap) -> bool {
+    pub fn marked(&self, headers: &HeaderMap) -> bool {
         if self.marker_seen && !self.marked {
             ignored_marker(headers);
         }
@@ -112,7 +121,7 @@ impl Said<'_> {
     /// is no word at all; a fact of `x-nresilience-chain` that does not parse is no word of
     /// that fact.
     #[inline]
-    pub(crate) fn inbound(&self) -> Option<Inbound> {
+    pub fn inbound(&self) -> Option<Inbound> {
         if self.sent == 0 {
             // A marked request from a client that sends no chain headers.
             return None;
@@ -121,9 +130,9 @@ impl Said<'_> {
     }
 
     fn parse_inbound(&self) -> Option<Inbound> {
-        let left = self.parse(DEADLINE_SLOT, DEADLINE_HEADER, deadline_ms);
+        let left = self.parse(DEADLINE_SLOT, DEADLINE.as_str(), deadline_ms);
         let facts = self
-            .parse(CHAIN_SLOT, CHAIN_HEADER, |value| {
+            .parse(CHAIN_SLOT, CHAIN.as_str(), |value| {
                 Some(ChainFacts::parse(value)).filter(|facts| !facts.is_empty())
             })
             .unwrap_or_default();
@@ -143,14 +152,14 @@ impl Said<'_> {
 
 #[cold]
 fn ignored_marker(headers: &HeaderMap) {
-    for value in headers.get_all(&marker::MARKER) {
+    for value in headers.get_all(&MARKER) {
         tracing::debug!(value = ?value, "ignoring nested-retry marker whose value is not 1");
     }
 }
 
 /// Removes every header through which a caller speaks to this hop, for an edge that does
 /// not trust its callers.
-pub(crate) fn remove(headers: &mut HeaderMap) {
+pub fn remove_caller_headers(headers: &mut HeaderMap) {
     for name in [&DEADLINE, &CHAIN] {
         if headers.remove(name).is_some() {
             tracing::debug!(header = %name, "removed an inbound chain header: this hop ignores it");
@@ -166,10 +175,9 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use nresilience_core::nesting::MARKER_HEADER;
 
     fn read(headers: &HeaderMap) -> Option<Inbound> {
-        said(headers).inbound()
+        RequestHeaders::read(headers).inbound()
     }
 
     fn with(values: &[&[u8]]) -> HeaderMap {
@@ -190,15 +198,15 @@ mod tests {
     #[test]
     fn every_chain_header_and_the_marker_share_the_prefix_and_are_read() {
         for (name, slot) in [
-            (DEADLINE_HEADER, Some(DEADLINE_SLOT)),
-            (CHAIN_HEADER, Some(CHAIN_SLOT)),
-            (MARKER_HEADER, None),
+            (DEADLINE, Some(DEADLINE_SLOT)),
+            (CHAIN, Some(CHAIN_SLOT)),
+            (MARKER, None),
         ] {
-            assert!(name.starts_with(PREFIX), "{name}");
+            assert!(name.as_str().starts_with(PREFIX), "{name}");
             let mut headers = HeaderMap::new();
-            headers.insert(HeaderName::from_static(name), HeaderValue::from_static("1"));
-            assert!(any_prefixed(&headers), "{name}");
-            let said = said(&headers);
+            headers.insert(name.clone(), HeaderValue::from_static("1"));
+            assert!(carries_chain_headers(&headers), "{name}");
+            let said = RequestHeaders::read(&headers);
             match slot {
                 Some(slot) => {
                     assert_eq!(said.sent, 1 << slot, "{name}");
@@ -208,7 +216,7 @@ mod tests {
                 None => assert!(said.marked && said.sent == 0, "{name}"),
             }
         }
-        assert!(!any_prefixed(&HeaderMap::new()));
+        assert!(!carries_chain_headers(&HeaderMap::new()));
     }
 
     #[test]
@@ -225,7 +233,7 @@ mod tests {
         let mut headers = with(&[b"40"]);
         let facts = "depth=3, attempts=64, criticality=critical";
         headers.insert(&CHAIN, HeaderValue::from_static(facts));
-        remove(&mut headers);
+        remove_caller_headers(&mut headers);
         assert!(headers.is_empty());
     }
 

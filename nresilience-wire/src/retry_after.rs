@@ -9,7 +9,7 @@
 //! ```
 //! use std::time::{Duration, SystemTime};
 //! use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
-//! use nresilience_client::retry_after::{parse_retry_after, retry_after};
+//! use nresilience_wire::{parse_retry_after, retry_after};
 //!
 //! // Wed, 21 Oct 2015 07:28:00 GMT
 //! let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
@@ -33,6 +33,8 @@
 use std::time::{Duration, SystemTime};
 
 use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+
+use crate::number::saturating;
 
 /// The pushback in one `Retry-After` value, or `None` if it is not one.
 ///
@@ -59,8 +61,8 @@ pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duratio
         tracing::debug!("ignoring empty retry-after");
         return None;
     }
-    if text.bytes().all(|byte| byte.is_ascii_digit()) {
-        return Some(Duration::from_secs(delta_seconds(text)));
+    if let Some(seconds) = saturating(text.as_bytes()) {
+        return Some(Duration::from_secs(seconds));
     }
     match httpdate::parse_http_date(text) {
         Ok(date) => Some(date.duration_since(now).unwrap_or(Duration::ZERO)),
@@ -85,13 +87,18 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
         .find_map(|value| parse_retry_after(value, now))
 }
 
-/// The value of a string of ASCII digits, saturating at `u64::MAX`.
-fn delta_seconds(digits: &str) -> u64 {
-    digits.bytes().fold(0u64, |seconds, digit| {
-        seconds
-            .saturating_mul(10)
-            .saturating_add(u64::from(digit - b'0'))
-    })
+/// The `Retry-After` value for `wait`: whole seconds, rounded up, so that a caller that
+/// comes back on time finds what it was told to wait for.
+///
+/// ```
+/// use std::time::Duration;
+/// use nresilience_wire::retry_after_seconds;
+///
+/// assert_eq!(retry_after_seconds(Duration::from_millis(2_001)), "3");
+/// ```
+pub fn retry_after_seconds(wait: Duration) -> HeaderValue {
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    HeaderValue::from(seconds)
 }
 
 #[cfg(test)]
@@ -264,5 +271,18 @@ mod tests {
             prop_assert_eq!(parse_retry_after(&value, whole), Some(Duration::from_secs(ahead)));
             prop_assert_eq!(parse_retry_after(&value, now), Some(expected));
         }
+    }
+
+    #[test]
+    fn c1_retry_after_written_rounds_up_to_whole_seconds_and_reads_back() {
+        assert_eq!(retry_after_seconds(Duration::ZERO), "0");
+        assert_eq!(retry_after_seconds(Duration::from_millis(1)), "1");
+        assert_eq!(retry_after_seconds(Duration::from_secs(2)), "2");
+        assert_eq!(retry_after_seconds(Duration::from_millis(2_001)), "3");
+        let written = retry_after_seconds(Duration::from_millis(1_500));
+        assert_eq!(
+            parse_retry_after(&written, now()),
+            Some(Duration::from_secs(2))
+        );
     }
 }

@@ -7,29 +7,27 @@
 
 use std::fmt;
 
-use super::inbound::{attempts, depth};
-use crate::criticality::Criticality;
+use nresilience_core::Criticality;
 
-/// The header that says where a request's call sits in the chain (C3, C4), a list of
-/// `key=value` members: `depth` (`1` from the first hop that calls out, one more at each hop
-/// below), `attempts` (how many attempts the calls above could make to reach the hop the
-/// request goes to: each hop multiplies it by its call's maximum attempts) and
-/// `criticality` (`critical`, `normal` or `sheddable`: how much the caller is waiting on the
-/// answer).
-pub const CHAIN_HEADER: &str = "x-nresilience-chain";
+use crate::number::count;
 
-/// What an `x-nresilience-chain` value says, each fact on its own.
+/// What an `x-nresilience-chain` value says, each fact on its own: a list of `key=value`
+/// members, `depth` (`1` from the first hop that calls out, one more at each hop below),
+/// `attempts` (how many attempts the calls above could make to reach the hop the request
+/// goes to: each hop multiplies it by its call's maximum attempts) and `criticality`
+/// (`critical`, `normal` or `sheddable`: how much the caller is waiting on the answer).
 ///
 /// Read from peers, so read strictly and never failing: members are separated by commas,
 /// with spaces or tabs around each; a member's key is one of the three, in lower case, and
 /// its value is exactly what this crate writes. A member that does not read, or a key that
 /// comes twice, says nothing of its fact; the others still count. Unknown keys are skipped,
-/// so that a later version may add one.
+/// so that a later version may add one. A depth or attempts too large for a `u32` reads as
+/// `u32::MAX`: more than any loop guard allows, not a chain that starts again.
 ///
 /// # Example
 ///
 /// ```
-/// use nresilience_core::chain::ChainFacts;
+/// use nresilience_wire::ChainFacts;
 /// use nresilience_core::Criticality;
 ///
 /// let written = ChainFacts::written(2, 9, Criticality::Normal).to_string();
@@ -40,6 +38,9 @@ pub const CHAIN_HEADER: &str = "x-nresilience-chain";
 ///
 /// let garbled = ChainFacts::parse(b"depth=0,attempts=3,depth=4,future=x");
 /// assert_eq!((garbled.depth, garbled.attempts), (None, Some(3)));
+///
+/// let overflowing = ChainFacts::parse(b"depth=99999999999999999999, attempts=4");
+/// assert_eq!(overflowing.depth, Some(u32::MAX));
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -110,6 +111,26 @@ impl fmt::Display for ChainFacts {
     }
 }
 
+/// The depth a `depth` member says: a positive decimal, digits only; one too large for a
+/// `u32` is `u32::MAX`.
+///
+/// ```
+/// use nresilience_wire::depth;
+///
+/// assert_eq!(depth(b"3"), Some(3));
+/// assert_eq!(depth(b"0"), None);
+/// assert_eq!(depth(b"99999999999999999999"), Some(u32::MAX));
+/// ```
+pub fn depth(value: &[u8]) -> Option<u32> {
+    count(value)
+}
+
+/// The potential attempts an `attempts` member says: a positive decimal, digits only; one
+/// too large for a `u32` is `u32::MAX`.
+pub fn attempts(value: &[u8]) -> Option<u32> {
+    count(value)
+}
+
 /// A member's `(key, value)`, spaces and tabs around it trimmed; `None` without an `=`.
 fn split_member(member: &[u8]) -> Option<(&[u8], &[u8])> {
     let member = member.trim_ascii_start().trim_ascii_end();
@@ -165,20 +186,34 @@ mod tests {
     }
 
     #[test]
-    fn c4_depth_and_attempts_keep_their_ranges() {
-        assert_eq!(ChainFacts::parse(b"depth=100000").depth, Some(100_000));
-        assert_eq!(ChainFacts::parse(b"depth=100001").depth, None);
+    fn c4_depth_and_attempts_are_positive_and_saturate() {
+        assert_eq!(ChainFacts::parse(b"depth=100001").depth, Some(100_001));
         assert_eq!(ChainFacts::parse(b"attempts=0").attempts, None);
+        assert_eq!(ChainFacts::parse(b"depth=0").depth, None);
         assert_eq!(
             ChainFacts::parse(b"attempts=4294967295").attempts,
             Some(u32::MAX)
         );
+        for value in [&b""[..], b"-1", b"+1", b" 1", b"1.5", b"\xff"] {
+            assert_eq!(depth(value), None, "{value:?}");
+            assert_eq!(attempts(value), None, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn c4_c5_a_count_too_large_is_the_largest_not_a_restart() {
+        let read = ChainFacts::parse(b"depth=99999999999999999999, attempts=4");
+        assert_eq!((read.depth, read.attempts), (Some(u32::MAX), Some(4)));
+        let read = ChainFacts::parse(b"depth=2, attempts=99999999999999999999999");
+        assert_eq!((read.depth, read.attempts), (Some(2), Some(u32::MAX)));
+        let read = ChainFacts::parse(b"attempts=18446744073709551615");
+        assert_eq!(read.attempts, Some(u32::MAX));
     }
 
     proptest! {
         #[test]
         fn c3_c4_what_is_written_reads_back(
-            depth in 1u32..=100_000,
+            depth in 1u32..,
             attempts in 1u32..,
             criticality in prop::sample::select(Criticality::ALL.to_vec()),
         ) {

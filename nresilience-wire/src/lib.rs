@@ -1,0 +1,59 @@
+//! Every header and gRPC metadata key the hops of an nresilience chain write and read: the
+//! names, the parse and the format of each value, and the signals a failed call sends its
+//! caller.
+//!
+//! `nresilience-client` stamps requests and reads answers through this crate;
+//! `nresilience-axum` reads requests and stamps answers through it. A service needs neither
+//! this crate nor its items: it is for a driver author, and for a reader who wants the whole
+//! protocol in one place.
+//!
+//! | header | on | says |
+//! |---|---|---|
+//! | [`MARKER`] `x-nresilience-retrying: 1` | request | the sender may retry it: a retrying call made while serving it is nested |
+//! | [`DEADLINE`] `x-nresilience-deadline-ms: N` | request | the caller waits at most N ms more ([`deadline_ms`], [`deadline_value`]) |
+//! | [`GRPC_TIMEOUT`] `grpc-timeout` | gRPC request | gRPC's own deadline, kept no looser than the one above ([`grpc_timeout`]) |
+//! | [`CHAIN`] `x-nresilience-chain: depth=D, attempts=A, criticality=C` | request | where the request's call sits in the chain ([`ChainFacts`]) |
+//! | [`OVERLOADED`] `x-nresilience-overloaded: 1` | `5xx` answer | the hop's own call was refused for overload: do not retry it |
+//! | [`RETRIED`] `x-nresilience-retried: N` | `5xx` answer | the hop failed after N attempts: do not retry it |
+//! | [`GRPC_PUSHBACK`] `grpc-retry-pushback-ms` | gRPC answer | the server's pushback; `-1` is the gRPC form of the overload answer ([`grpc_pushback`]) |
+//! | `Retry-After` | answer | the server's pushback in seconds or as a date ([`retry_after`]) |
+//!
+//! Everything read here comes from a peer, so it is read strictly and never fails: a value
+//! that is not exactly what this crate writes, or a signal sent twice, says nothing. A count
+//! too large for its type is the largest count, not no count: a depth that overflows is
+//! deeper than any loop guard allows, never a chain that starts again.
+//!
+//! Which endings of a call send which signal is decided once, by
+//! [`StopReason::signal`](nresilience_core::StopReason::signal); [`write_signal`] puts it on
+//! an answer.
+//!
+//! The ids in parentheses (B1, C2, O5 …) name the rules of the repository's
+//! [docs/rules.md](https://github.com/nresilience/nresilience-rs/blob/main/docs/rules.md),
+//! each given there in full; the text beside an id says the rule in brief.
+#![forbid(unsafe_code)]
+
+mod deadline;
+mod facts;
+mod inbound;
+mod marker;
+mod names;
+mod number;
+mod outbound;
+mod pushback;
+mod retry_after;
+mod signal;
+
+pub use deadline::{deadline_ms, deadline_value, grpc_timeout};
+pub use facts::{attempts, depth, ChainFacts};
+pub use inbound::{carries_chain_headers, remove_caller_headers, RequestHeaders};
+pub use marker::{carries_marker, is_marker};
+pub use names::{
+    CHAIN, DEADLINE, GRPC_PUSHBACK, GRPC_STATUS, GRPC_TIMEOUT, MARKED, MARKER, OVERLOADED,
+    OVERLOADED_VALUE, PREFIX, RETRIED,
+};
+pub use outbound::{stamp_call, stamp_deadline, stamp_marker};
+pub use pushback::{grpc_pushback, read_grpc_pushback, GrpcPushback};
+pub use retry_after::{parse_retry_after, retry_after, retry_after_seconds};
+pub use signal::{
+    overloaded, read_overloaded, read_retried, retried, single, write_grpc_signal, write_signal,
+};

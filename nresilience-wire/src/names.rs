@@ -1,0 +1,52 @@
+//! The names of every header, and the values that are constants.
+
+use http::header::{HeaderName, HeaderValue};
+
+/// The prefix every nresilience header starts with: a server reads a request's own headers
+/// by comparing names against it, not by looking each one up.
+pub const PREFIX: &str = "x-nresilience-";
+
+/// Marks a request its sender may retry (N1): a retrying call made while serving it is
+/// nested. HTTP/1 names arrive in any case and are lower-cased by the server; HTTP/2 and gRPC
+/// send them lower-case, so one name covers all three.
+pub const MARKER: HeaderName = HeaderName::from_static("x-nresilience-retrying");
+
+/// The marker's one meaningful value, as it is stamped.
+pub const MARKED: HeaderValue = HeaderValue::from_static("1");
+
+/// How long the caller will still wait for this attempt, in whole milliseconds (C2).
+pub const DEADLINE: HeaderName = HeaderName::from_static("x-nresilience-deadline-ms");
+
+/// Where a request's call sits in the chain (C3, C4): [`ChainFacts`](crate::ChainFacts).
+pub const CHAIN: HeaderName = HeaderName::from_static("x-nresilience-chain");
+
+/// A hop's own call was refused for overload: its callers do not retry the answer (C1).
+pub const OVERLOADED: HeaderName = HeaderName::from_static("x-nresilience-overloaded");
+
+/// The value of [`OVERLOADED`]; any other value is no signal.
+pub const OVERLOADED_VALUE: HeaderValue = HeaderValue::from_static("1");
+
+/// A hop failed after retrying: the value is the attempts it made (C6).
+pub const RETRIED: HeaderName = HeaderName::from_static("x-nresilience-retried");
+
+/// gRPC's own per-call deadline.
+pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+
+/// A gRPC server's pushback: wait this many milliseconds, or with a negative value, do not
+/// retry (gRFC A6).
+pub const GRPC_PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
+
+/// A gRPC answer's status code, in the headers of a trailers-only answer.
+pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_request_header_of_the_chain_has_the_prefix() {
+        for name in [&MARKER, &DEADLINE, &CHAIN, &OVERLOADED, &RETRIED] {
+            assert!(name.as_str().starts_with(PREFIX), "{name}");
+        }
+    }
+}
