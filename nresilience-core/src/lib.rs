@@ -33,8 +33,6 @@ pub mod nesting;
 mod outcome;
 pub mod overload;
 pub mod scope;
-#[cfg(feature = "simulate")]
-pub mod simulate;
 pub mod telemetry;
 mod verdict;
 

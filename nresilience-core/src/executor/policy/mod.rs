@@ -288,6 +288,14 @@ impl RetryPolicy {
         self.inner.config.hedge
     }
 
+    /// Reads the latency estimate at `now`, as every attempt does; the first read starts its
+    /// refresh slices. For a driver on a clock of its own — the storm simulator's paused one —
+    /// so that the slices count from the instant its simulated processes are built, not from
+    /// their first attempt.
+    pub fn start_estimates(&self, now: Instant) {
+        self.estimate(now);
+    }
+
     /// The latency estimate as of `now`, refitted when its refresh interval has passed. The
     /// first `now` it sees starts its refresh slices.
     pub(crate) fn estimate(&self, now: Instant) -> Estimate {

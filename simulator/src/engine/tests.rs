@@ -1,8 +1,8 @@
 use std::time::Duration;
 
-use crate::budget::RetryBudget;
-use crate::executor::policy::RetryPolicy;
-use crate::simulate::{Dependency, Load, Simulation, SimulationReport};
+use nresilience_core::{RetryBudget, RetryPolicy};
+
+use crate::{Dependency, Load, Simulation, SimulationReport};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

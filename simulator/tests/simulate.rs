@@ -1,11 +1,10 @@
 //! The storm simulator (SPEC S1, S2): the shipping executor on a virtual clock.
-#![cfg(feature = "simulate")]
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 
-use nresilience_core::simulate::{Dependency, Load, Simulation, SimulationReport};
 use nresilience_core::{AttemptCeiling, BudgetOptions, RetryBudget, RetryPolicy};
+use simulator::{Dependency, Load, Simulation, SimulationReport};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -358,7 +357,7 @@ fn b2_the_floor_lets_small_clients_retry_past_the_fraction() {
     // The default floor, 3 retries a second, is more than a 1-call-a-second client can
     // spend: it retries as if it had no budget, while the 200-call-a-second one is held.
     let on = fleet(RetryBudget::automatic()).run(11).unwrap();
-    let multiplier = nresilience_core::simulate::HopReport::load_multiplier;
+    let multiplier = simulator::HopReport::load_multiplier;
     let largest = multiplier(&on.hops[0]);
     let smallest = multiplier(&on.hops[FLEET_SIZES.len() - 1]);
     assert!(largest < 1.15, "{:?}", on.hops[0]);

@@ -4,11 +4,9 @@
 
 use std::time::Instant;
 
-use nresilience_core::simulate::{
-    load_multiplier, Dependency, HopReport, Load, Simulation, SimulationReport,
-};
 use nresilience_core::{AttemptCeiling, BudgetOptions, RetryBudget, RetryPolicy};
 use serde_json::json;
+use simulator::{load_multiplier, Dependency, HopReport, Load, Simulation, SimulationReport};
 
 use super::{ceiling, policy, worst_second, Args, Result};
 

@@ -6,7 +6,7 @@ use super::InvalidSimulation;
 /// # Example
 ///
 /// ```
-/// use nresilience_core::simulate::Load;
+/// use simulator::Load;
 ///
 /// let load = Load::constant(500.0).peers(50);
 /// assert_eq!(load.per_second, 500.0);

@@ -5,14 +5,14 @@
 //! the backoff, the measured attempt ceiling and the classifier are the real ones. Four things
 //! are fake: the clock (a paused current-thread tokio runtime, which jumps to the next timer
 //! whenever every task waits), the random source (seeded; the policy's jitter through
-//! [`jitter_seed`](crate::RetryPolicyBuilder::jitter_seed)), the [`Dependency`] and the
+//! [`jitter_seed`](nresilience_core::RetryPolicyBuilder::jitter_seed)), the [`Dependency`] and the
 //! [`Load`]. Nothing sleeps in real time, so five simulated minutes cost a few seconds.
 //!
 //! # Example
 //!
 //! ```
 //! use std::time::Duration;
-//! use nresilience_core::simulate::{Dependency, Load, Simulation};
+//! use simulator::{Dependency, Load, Simulation};
 //! use nresilience_core::{RetryBudget, RetryPolicy};
 //!
 //! let (ms, s) = (Duration::from_millis, Duration::from_secs);
@@ -63,6 +63,8 @@
 //! attempt ceiling's refresh interval and window are whole milliseconds. (The latency window's
 //! bucket arithmetic uses the platform's `log2`, so another platform may differ.)
 
+#![forbid(unsafe_code)]
+
 mod dependency;
 mod engine;
 mod load;
@@ -78,8 +80,8 @@ pub use dependency::{Dependency, Tail};
 pub use load::Load;
 pub use report::{load_multiplier, HopReport, Second, SimulationReport};
 
-use crate::executor::policy::RetryPolicy;
 use engine::Shape;
+use nresilience_core::RetryPolicy;
 
 /// A simulation being set up: a policy (or a chain of them) with a load, or a fleet of
 /// policies each with its own load; a dependency; and a duration. Every setter returns the simulation, so a half-built one can be cloned and varied.
@@ -108,7 +110,7 @@ impl Simulation {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use nresilience_core::simulate::{Dependency, Load, Simulation};
+    /// use simulator::{Dependency, Load, Simulation};
     /// use nresilience_core::{RetryBudget, RetryPolicy};
     ///
     /// let s = Duration::from_secs;
@@ -151,7 +153,7 @@ impl Simulation {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use nresilience_core::simulate::{Dependency, Load, Simulation};
+    /// use simulator::{Dependency, Load, Simulation};
     /// use nresilience_core::RetryPolicy;
     ///
     /// let (ms, s) = (Duration::from_millis, Duration::from_secs);

@@ -11,12 +11,39 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use demo::chain::Ceiling;
 use nresilience_core::overload::{LimitAlgorithm, OverloadControl};
-use nresilience_core::simulate::{Dependency, Load, Second, Simulation, SimulationReport};
+use nresilience_core::AttemptCeiling;
 use serde_json::json;
+use simulator::{Dependency, Load, Second, Simulation, SimulationReport};
 
 use super::{on_off, policy, Args, OverloadSetting, Result};
+
+/// The two measured attempt ceilings the runs compare, as the demo's `--ceiling` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ceiling {
+    /// Refitted every second, learning from the attempts it cuts (the library's default).
+    Learning,
+    /// The original library's: refitted once per 75 s slice, fed by successes only.
+    Original,
+}
+
+impl Ceiling {
+    const ALL: [Self; 2] = [Self::Learning, Self::Original];
+
+    const fn name(self) -> &'static str {
+        match self {
+            Ceiling::Learning => "learning",
+            Ceiling::Original => "original",
+        }
+    }
+
+    const fn settings(self) -> AttemptCeiling {
+        match self {
+            Ceiling::Learning => AttemptCeiling::new(),
+            Ceiling::Original => AttemptCeiling::original(),
+        }
+    }
+}
 
 /// Calls per second from the users: the demo chain's default `--rps`.
 const RATE: f64 = 200.0;

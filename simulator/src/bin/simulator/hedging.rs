@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 
-use nresilience_core::simulate::{Load, Simulation, SimulationReport};
 use nresilience_core::{Hedge, RetryPolicy};
 use serde_json::json;
+use simulator::{Load, Simulation, SimulationReport};
 
 use super::{ceiling, dependency, healthy, on_off, policy, storm, worst_second, Args, Result};
 

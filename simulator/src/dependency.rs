@@ -20,7 +20,7 @@ const TAIL_CAP: f64 = 1e-4;
 ///
 /// ```
 /// use std::time::Duration;
-/// use nresilience_core::simulate::Dependency;
+/// use simulator::Dependency;
 ///
 /// let ms = Duration::from_millis;
 /// let api = Dependency::healthy(ms(20), ms(200))
@@ -166,7 +166,7 @@ impl Dependency {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use nresilience_core::simulate::{Dependency, Load, Simulation};
+    /// use simulator::{Dependency, Load, Simulation};
     /// use nresilience_core::{RetryBudget, RetryPolicy};
     ///
     /// let (ms, s) = (Duration::from_millis, Duration::from_secs);

@@ -18,14 +18,10 @@ use super::report::{worst_second, HopReport, Second, SimulationReport, Totals};
 use super::rng::SplitMix64;
 use super::workers::Pool;
 use super::InvalidSimulation;
-use crate::budget::RetryBudget;
-use crate::chain::{self, Inbound};
-use crate::executor::error::{InvalidPolicy, RetryError};
-use crate::executor::policy::RetryPolicy;
-use crate::guards::breaker::CircuitBreaker;
-use crate::guards::limiter::RateLimiter;
-use crate::outcome::StopReason;
-use crate::verdict::Verdict;
+use nresilience_core::breaker::CircuitBreaker;
+use nresilience_core::chain::{self, Inbound};
+use nresilience_core::limiter::RateLimiter;
+use nresilience_core::{InvalidPolicy, RetryBudget, RetryError, RetryPolicy, StopReason, Verdict};
 
 /// tokio's timer resolution: every timer fires on a whole millisecond of the virtual clock.
 const TICK: Duration = Duration::from_millis(1);
@@ -89,7 +85,7 @@ fn run_on_this_thread(setup: Setup<'_>, seed: u64) -> Result<SimulationReport, I
         // Each policy's latency estimate counts its refresh slices from the first instant it
         // sees: the instant the simulated processes are built, a tick before they start.
         for policy in &policies {
-            policy.estimate(zero.into_std());
+            policy.start_estimates(zero.into_std());
         }
         tokio::time::sleep_until(zero + TICK).await;
         let world = Rc::new(World::new(policies, setup, SplitMix64::new(dependency)));

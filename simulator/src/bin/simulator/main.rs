@@ -14,16 +14,17 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nresilience_core::overload::{LimitAlgorithm, OverloadControl};
-use nresilience_core::simulate::{Dependency, Load, Second, Simulation, SimulationReport, Tail};
 use nresilience_core::{AttemptCeiling, Hedge, RetryBudget, RetryPolicy};
 use serde_json::json;
+use simulator::{Dependency, Load, Second, Simulation, SimulationReport, Tail};
 
 type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
 
 /// The original library freezes its attempt ceiling for a 75-second slice.
 const ORIGINAL_REFRESH: Duration = Duration::from_secs(75);
 
-/// Simulates the original library's retry storm (SPEC S1) in virtual time, budget off and on.
+/// Simulates the original library's retry storm (rule S1 of docs/rules.md) in virtual time,
+/// budget off and on.
 #[derive(Debug, clap::Parser)]
 #[command(name = "simulator")]
 pub(crate) struct Args {
@@ -69,7 +70,7 @@ pub(crate) struct Args {
     /// Also run with the original library's 75 s refresh, side by side.
     #[arg(long)]
     compare_refresh: bool,
-    /// Whether the ceiling learns from the attempts it cuts (SPEC E7). The original's 75 s
+    /// Whether the ceiling learns from the attempts it cuts (rule E7). The original's 75 s
     /// refresh comes with its ceiling as it was, fed by successes only, whatever this says.
     #[arg(long, value_enum, default_value_t = Learning::On)]
     ceiling_learns: Learning,
@@ -156,7 +157,8 @@ enum Learning {
 /// The scenarios `--scenario` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Scenario {
-    /// SPEC D3: a short slowdown of a db with a queue, and what retries do after it ends.
+    /// A metastable failure (rule D3): a short slowdown of a db with a queue, and what
+    /// retries do after it ends.
     Metastable,
     /// The same db slowed for 20 s: what is served while it lasts (O1, O2).
     MetastableLong,
