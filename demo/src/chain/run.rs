@@ -9,13 +9,14 @@ use nresilience_client::Client;
 use nresilience_core::RetryPolicy;
 use tokio::sync::watch;
 
-use super::args::{ChainArgs, RetryArgs};
+use super::args::ChainArgs;
 use super::db::Db;
 use super::fault::{Fault, FaultKind};
 use super::hops::hop_app;
 use super::nested_counter::CurrentRun;
 use super::peers::{peer_app, PeerClient};
 use super::progress;
+use super::retry_args::RetryArgs;
 use super::settings::RowSettings;
 use super::stack::{Library, Stack};
 use super::stats::{Hop, Stats};

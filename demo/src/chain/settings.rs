@@ -6,7 +6,7 @@ use std::time::Duration;
 use nresilience_core::{AttemptCeiling, RetryPolicy};
 use serde::{Deserialize, Serialize};
 
-use super::args::{Budget, Ceiling, Overload, RetryArgs, Rules};
+use super::retry_args::{Budget, Ceiling, Overload, RetryArgs, Rules};
 use super::stack::{Library, Stack};
 
 /// One setting of an nresilience row's hops.

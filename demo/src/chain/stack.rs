@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::args::{Budget, Overload, RetryArgs};
+use super::retry_args::{Budget, Overload, RetryArgs};
 
 /// What the frontend and backend retry with: one row of the comparison. Every row has the
 /// same users, db and fault; only the two retrying hops change.
