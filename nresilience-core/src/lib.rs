@@ -4,6 +4,22 @@
 //! Nothing here knows about HTTP; `nresilience-axum` and `nresilience-client` put these
 //! pieces on the wire, through `nresilience-wire`.
 //!
+//! # Who each part is for
+//!
+//! - **A service that retries**: the crate root — [`RetryPolicy`] and its builder,
+//!   [`RetryBudget`] and [`BudgetOptions`], [`Backoff`] and [`Jitter`], [`Hedge`],
+//!   [`AttemptCeiling`], [`Criticality`], [`Verdict`] and [`Classify`] for its own
+//!   classifier, and what a failed call returns ([`RetryError`], [`StopReason`]); the
+//!   guards in [`breaker`] and [`limiter`]; [`overload::OverloadControl`] to tune or turn off
+//!   overload control; the metric and attribute names in [`telemetry`].
+//! - **A driver author** (a client middleware of another HTTP or RPC stack): [`call`], the
+//!   decision machine a driver steps, with [`Flights`](call::Flights) and
+//!   [`Timer`](call::Timer); [`chain`] and [`nesting`], the context a server layer sets and a
+//!   call reads; [`scope`] and [`clock`], what both are built on.
+//! - **The executor's own parts**, public so that its drivers, its simulator and its
+//!   contention tests reach them, and stable only as far as those need: the load tracker and
+//!   its tickets in [`overload`], and the [`latency`] window.
+//!
 //! # Example
 //!
 //! ```
@@ -19,6 +35,10 @@
 //! assert_eq!(error.last_error().map(String::as_str), Some("attempt 3 failed"));
 //! # }
 //! ```
+//!
+//! The ids in parentheses (B1, C2, O5 …) name the rules of the repository's
+//! [docs/rules.md](https://github.com/nresilience/nresilience-rs/blob/main/docs/rules.md),
+//! each given there in full; the text beside an id says the rule in brief.
 #![forbid(unsafe_code)]
 
 pub mod backoff;
