@@ -16,9 +16,10 @@
 //!   decision machine a driver steps, with [`Flights`](call::Flights) and
 //!   [`Timer`](call::Timer); [`chain`] and [`nesting`], the context a server layer sets and a
 //!   call reads; [`scope`] and [`clock`], what both are built on.
-//! - **The executor's own parts**, public so that its drivers, its simulator and its
-//!   contention tests reach them, and stable only as far as those need: the load tracker and
-//!   its tickets in [`overload`], and the [`latency`] window.
+//!
+//! The load tracker and the latency window are the executor's own: crate-private, reached by
+//! the workspace's allocation and contention tests through a `test-support` feature that is
+//! not part of the API.
 //!
 //! # Example
 //!
@@ -54,6 +55,9 @@ mod outcome;
 pub mod overload;
 pub mod scope;
 pub mod telemetry;
+#[cfg(feature = "test-support")]
+#[doc(hidden)]
+pub mod test_support;
 mod verdict;
 
 pub use backoff::{
@@ -65,7 +69,6 @@ pub use executor::call::{self, Attempt};
 pub use executor::error::{CallRejected, InvalidPolicy, LastAttempt, RetryError};
 pub use executor::execute::Execute;
 pub use executor::hedge::Hedge;
-pub use executor::latency;
 pub use executor::latency::ceiling::AttemptCeiling;
 pub use executor::policy::{RetryPolicy, RetryPolicyBuilder};
 pub use guards::{breaker, limiter};

@@ -7,7 +7,7 @@
 use std::alloc::System;
 use std::time::{Duration, Instant};
 
-use nresilience_core::latency::LatencyWindow;
+use nresilience_core::test_support::LatencyWindow;
 use nresilience_core::{BudgetOptions, Criticality, RetryPolicy, TokenBucket};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 

@@ -10,7 +10,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use nresilience_core::call::{Call, CallOptions, Step};
-use nresilience_core::overload::{Answer, OverloadControl};
+use nresilience_core::overload::OverloadControl;
+use nresilience_core::test_support::{self, Answer};
 use nresilience_core::{
     clock, Criticality, RejectReason, RetryBudget, RetryPolicy, StopReason, Verdict,
 };
@@ -28,7 +29,7 @@ fn hurried() -> RetryPolicy {
 /// A second in which the dependency `key` finished 100 attempts of `policy`'s, then 15 held:
 /// the next attempt waits 150 ms. Returns the time then.
 fn busy(policy: &RetryPolicy, key: Option<&str>, start: Instant) -> Instant {
-    let tracker = policy.load_tracker(key, start).unwrap();
+    let tracker = test_support::load_tracker(policy, key, start).unwrap();
     let ms = Duration::from_millis;
     let mut now = start;
     for _ in 0..10 {
@@ -115,7 +116,7 @@ fn h5_o1_each_dependency_has_its_own_load() {
 fn o1_a_cancelled_call_leaves_its_attempt_held_while_the_dependency_works_on_it() {
     let policy = hurried();
     let now = Instant::now();
-    let tracker = policy.load_tracker(None, now).unwrap();
+    let tracker = test_support::load_tracker(&policy, None, now).unwrap();
     let mut call = Call::<&str>::start(&policy, now, CallOptions::new());
     assert!(matches!(call.next::<()>(now), Step::Run(_)));
     assert_eq!(tracker.held(now), 1);
@@ -131,13 +132,13 @@ fn o1_a_cancelled_call_leaves_its_attempt_held_while_the_dependency_works_on_it(
 fn o3_overload_control_is_on_by_default_and_one_call_turns_it_off() {
     let policy = RetryPolicy::default();
     assert_eq!(policy.overload_control(), Some(&OverloadControl::new()));
-    assert!(policy.load_tracker(None, Instant::now()).is_some());
+    assert!(test_support::load_tracker(&policy, None, Instant::now()).is_some());
     let off = RetryPolicy::builder()
         .overload_control(None)
         .build()
         .unwrap();
     assert!(off.overload_control().is_none());
-    assert!(off.load_tracker(None, Instant::now()).is_none());
+    assert!(test_support::load_tracker(&off, None, Instant::now()).is_none());
 }
 
 #[tokio::test(start_paused = true)]

@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nresilience_core::overload::{Answer, LoadTracker, OverloadControl};
+use nresilience_core::overload::OverloadControl;
+use nresilience_core::test_support::{Answer, LoadTracker};
 use nresilience_core::Criticality;
 
 use draws::Draws;

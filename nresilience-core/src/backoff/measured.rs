@@ -12,8 +12,8 @@ use super::{duration_from_nanos_f64, InvalidBackoff};
 /// away, and it moves only the transient base: throttling is answered by the throttled base or
 /// the server's pushback, never by how fast a rate limiter said no.
 ///
-/// The estimate itself belongs to the executor (see
-/// [`LatencyWindow`](crate::latency::LatencyWindow)); this value is only its configuration.
+/// The estimate itself belongs to the executor, which keeps a latency window per dependency;
+/// this value is only its configuration.
 ///
 /// # Example
 ///

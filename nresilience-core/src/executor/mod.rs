@@ -15,6 +15,6 @@ pub(crate) mod error;
 pub(crate) mod execute;
 mod flights;
 pub(crate) mod hedge;
-pub mod latency;
+pub(crate) mod latency;
 pub(crate) mod policy;
 mod timer;

@@ -1,6 +1,9 @@
 //! What a [`LoadTracker`](super::LoadTracker) answers: an attempt admitted with what it knew
 //! of the dependency, or refused and why; and how the dependency answered an attempt.
 
+// Public items for the `test-support` feature's re-exports; without it they reach no user.
+#![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
+
 use std::time::Duration;
 
 /// An attempt's place in a [`LoadTracker`](super::LoadTracker): hand it back when the attempt ends.
@@ -23,12 +26,14 @@ impl Admission {
     /// The attempt's expected wait when it was admitted, once the tracker can tell: the
     /// attempts ahead over the rate the dependency finishes them. `None` while it cannot, and
     /// while the dependency finishes none (a stall is not a queue).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn expected_wait(&self) -> Option<Duration> {
         self.wait
     }
 
     /// Whether the dependency had answered with an overload signal or a throttle within the
     /// last window when the attempt was admitted.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn overloaded(&self) -> bool {
         self.overloaded
     }

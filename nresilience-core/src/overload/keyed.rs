@@ -12,24 +12,7 @@ use crate::keyed::KeyTable;
 ///
 /// At most `max_keys` are tracked; a new key at a full table forgets the least recently used
 /// one, which starts afresh if it comes back.
-///
-/// # Example
-///
-/// ```
-/// use std::sync::Arc;
-/// use std::time::Instant;
-/// use nresilience_core::overload::{KeyedTrackers, OverloadControl};
-///
-/// let now = Instant::now();
-/// let trackers = KeyedTrackers::new(OverloadControl::new(), 2);
-/// let db = trackers.tracker_for("db:5432", now);
-/// assert!(Arc::ptr_eq(&db, &trackers.tracker_for("db:5432", now)));
-/// trackers.tracker_for("a", now);
-/// trackers.tracker_for("b", now); // "db:5432" was the least recently used
-/// assert_eq!(trackers.len(), 2);
-/// assert!(!Arc::ptr_eq(&db, &trackers.tracker_for("db:5432", now)));
-/// ```
-pub struct KeyedTrackers {
+pub(crate) struct KeyedTrackers {
     control: OverloadControl,
     max_keys: usize,
     keys: Mutex<KeyTable<LoadTracker>>,
@@ -38,7 +21,7 @@ pub struct KeyedTrackers {
 impl KeyedTrackers {
     /// An empty table of trackers made from `control` (valid: a policy checks it), tracking at
     /// most `max_keys` keys (a `0` is read as `1`).
-    pub fn new(control: OverloadControl, max_keys: usize) -> Self {
+    pub(crate) fn new(control: OverloadControl, max_keys: usize) -> Self {
         Self {
             control,
             max_keys: max_keys.max(1),
@@ -47,20 +30,15 @@ impl KeyedTrackers {
     }
 
     /// The tracker of `key`, made at `now` on its first use.
-    pub fn tracker_for(&self, key: &str, now: Instant) -> Arc<LoadTracker> {
+    pub(crate) fn tracker_for(&self, key: &str, now: Instant) -> Arc<LoadTracker> {
         let control = self.control;
         self.lock()
             .get_or_make(key, self.max_keys, || LoadTracker::keyed(control, key, now))
     }
 
     /// How many keys have a tracker: at most `max_keys`.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
-    }
-
-    /// Whether no key has a tracker yet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn lock(&self) -> MutexGuard<'_, KeyTable<LoadTracker>> {

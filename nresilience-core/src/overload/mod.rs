@@ -5,7 +5,7 @@
 //! a slowed dependency. Once that queue holds more than the dependency can serve within its
 //! callers' patience, it serves work whose callers have already left, and every caller
 //! fails, though the dependency still works at its full (reduced) rate. A policy with
-//! [`OverloadControl`] keeps, per dependency, a [`LoadTracker`]:
+//! [`OverloadControl`] keeps, per dependency, a load tracker (`tracker.rs`):
 //!
 //! - **O1, send nothing nobody will wait for.** The attempts the dependency holds — those in
 //!   flight, and those abandoned by their callers that it is still working on — over the rate
@@ -21,7 +21,7 @@
 //! - **O6, criticality under the limit.** Sheddable attempts may fill half of it, normal ones
 //!   all but a tenth, which critical ones keep.
 //! - **O7, attempts that last as long as the caller waits.** An attempt over the limit waits
-//!   for room, newest first, within its deadline ([`LoadTracker::wait`]).
+//!   for room, newest first, within its deadline (`waiting.rs`).
 //!
 //! A refused attempt ends its call with `StopReason::Saturated`: a self-imposed refusal (B8)
 //! that spends no budget, deposits nothing and carries the expected wait as its hint. A hop
@@ -29,19 +29,19 @@
 //! too. With nothing held, nothing is refused. `docs/overload.md` has the evidence for the
 //! design and for the default.
 
-mod admission;
+pub(crate) mod admission;
 mod keyed;
 mod limit;
 mod options;
-mod tracker;
-mod waiting;
+pub(crate) mod tracker;
+pub(crate) mod waiting;
 mod window;
 
 #[cfg(test)]
 mod tests;
 
-pub use admission::{Admission, Answer, Saturated, SaturatedBy, Ticket};
-pub use keyed::KeyedTrackers;
+pub(crate) use admission::{Admission, Answer, Saturated, SaturatedBy, Ticket};
+pub(crate) use keyed::KeyedTrackers;
 pub use options::{InvalidOverload, LimitAlgorithm, OverloadControl};
-pub use tracker::LoadTracker;
-pub use waiting::WaitTicket;
+pub(crate) use tracker::LoadTracker;
+pub(crate) use waiting::WaitTicket;

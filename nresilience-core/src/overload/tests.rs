@@ -1,3 +1,4 @@
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
@@ -247,6 +248,20 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<usize>(), any::<bool>())
             .prop_map(|(which, give_up)| Op::AskAgain { which, give_up }),
     ]
+}
+
+/// H5: a dependency keeps its own tracker while it is used; a full table forgets the least
+/// recently used one, which starts afresh when it comes back.
+#[test]
+fn h5_a_full_table_of_trackers_forgets_the_least_recently_used() {
+    let now = Instant::now();
+    let trackers = KeyedTrackers::new(OverloadControl::new(), 2);
+    let db = trackers.tracker_for("db:5432", now);
+    assert!(Arc::ptr_eq(&db, &trackers.tracker_for("db:5432", now)));
+    trackers.tracker_for("a", now);
+    trackers.tracker_for("b", now);
+    assert_eq!(trackers.len(), 2);
+    assert!(!Arc::ptr_eq(&db, &trackers.tracker_for("db:5432", now)));
 }
 
 proptest! {

@@ -1,6 +1,9 @@
 //! One dependency's load as this process sees it: the attempts it holds, how fast it
 //! finishes them, and the limit on them (O1, O2).
 
+// Public items for the `test-support` feature's re-exports; without it they reach no user.
+#![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -33,36 +36,6 @@ const LONGEST_HOLD: Duration = Duration::from_secs(60);
 /// nothing is refused: the next attempt is how the dependency is seen again.
 ///
 /// Every method takes the time from the caller; the lock inside holds arithmetic only.
-///
-/// # Example
-///
-/// ```
-/// use std::time::{Duration, Instant};
-/// use nresilience_core::overload::{Answer, LoadTracker, OverloadControl, SaturatedBy};
-/// use nresilience_core::Criticality;
-///
-/// let ms = Duration::from_millis;
-/// let mut now = Instant::now();
-/// let tracker = LoadTracker::new(OverloadControl::new(), now);
-/// let normal = Criticality::Normal;
-/// // A second in which the dependency finishes 10 attempts every 100 ms: 100 a second.
-/// for _ in 0..10 {
-///     let sent: Vec<_> = (0..10).map(|_| tracker.admit(now, None, normal).unwrap().ticket).collect();
-///     now += ms(100);
-///     for ticket in sent {
-///         tracker.answered(ticket, ms(99), Answer::Served, now - ms(1));
-///     }
-/// }
-/// // Fifteen attempts held take about 150 ms to finish: a call with 100 ms left is not sent
-/// // one, and learns how long the wait is.
-/// let held: Vec<_> = (0..15).map(|_| tracker.admit(now, None, normal).unwrap()).collect();
-/// let refused = tracker.admit(now, Some(ms(100)), normal).unwrap_err();
-/// assert_eq!(refused.cause, SaturatedBy::Wait);
-/// assert!((ms(140)..ms(160)).contains(&refused.retry_after), "{refused:?}");
-/// // A call with time enough is.
-/// assert!(tracker.admit(now, Some(ms(500)), normal).is_ok());
-/// # drop(held);
-/// ```
 pub struct LoadTracker {
     control: OverloadControl,
     /// The dependency's key, when the tracker is one of a [`KeyedTrackers`](super::KeyedTrackers).
@@ -186,6 +159,7 @@ impl LoadTracker {
     }
 
     /// The calls waiting for room at `now`: those whose waiting time is up are not counted.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn waiting(&self, now: Instant) -> usize {
         self.lock().waiting.len_at(now)
     }
@@ -293,6 +267,7 @@ impl LoadTracker {
 
     /// Attempts the dependency holds at `now`, as far as this process knows: those in flight,
     /// and those abandoned while it may still work on them.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn held(&self, now: Instant) -> u32 {
         self.at(now).held()
     }
@@ -307,11 +282,6 @@ impl LoadTracker {
     /// The adaptive limit on attempts held, at `now`.
     pub fn limit(&self, now: Instant) -> u32 {
         self.at(now).limit.value()
-    }
-
-    /// The settings.
-    pub fn control(&self) -> &OverloadControl {
-        &self.control
     }
 
     /// The dependency's key, when it has one (a host: H5).

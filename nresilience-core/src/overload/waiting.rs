@@ -6,6 +6,9 @@
 //! callers give up before the answer comes (Netflix's LIFO blocking limiter, Facebook's
 //! adaptive LIFO). A new arrival is the newest of all.
 
+// Public items for the `test-support` feature's re-exports; without it they reach no user.
+#![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
+
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -43,6 +46,7 @@ impl WaitingRoom {
     }
 
     /// How many wait at `now`, those past their time gone first.
+    #[cfg(any(test, feature = "test-support"))]
     pub(super) fn len_at(&mut self, now: Instant) -> usize {
         self.waiters.retain(|&(_, until)| until > now);
         self.waiters.len()

@@ -4,24 +4,6 @@
 //! per dependency (`estimates.rs`) and the copy every attempt reads without a lock
 //! (`latest.rs`).
 //!
-//! # Example
-//!
-//! ```
-//! use std::time::{Duration, Instant};
-//! use nresilience_core::latency::LatencyWindow;
-//!
-//! let start = Instant::now();
-//! let mut window = LatencyWindow::new(Duration::from_secs(300), start).with_minimum_samples(20);
-//! for ms in 1..=100 {
-//!     window.record(Duration::from_millis(ms), start);
-//! }
-//! let p95 = window.quantile(0.95, start).expect("100 samples");
-//! // Within the documented 4.5 % of the 95th sample.
-//! assert!(p95 > Duration::from_millis(90) && p95 < Duration::from_millis(100));
-//! // Ten minutes later the window has forgotten all of it.
-//! assert_eq!(window.quantile(0.95, start + Duration::from_secs(600)), None);
-//! ```
-//!
 //! # Why a histogram
 //!
 //! The executor asks for a quantile on every attempt and records one on every success, under
@@ -29,6 +11,9 @@
 //! a sort per question; a log-scale histogram per time slice costs the same few kilobytes at
 //! 1 call a minute or 100,000 a second, records in constant time, and answers with a bounded
 //! relative error, which is all a ceiling of "3 × p95" or a backoff base of "2 × p50" needs.
+
+// Public items for the `test-support` feature's re-exports; without it they reach no user.
+#![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 
 use std::{
     fmt,
@@ -132,11 +117,6 @@ impl LatencyWindow {
     pub fn with_minimum_samples(mut self, minimum_samples: u32) -> Self {
         self.minimum_samples = minimum_samples;
         self
-    }
-
-    /// How much recent time the window covers.
-    pub fn window(&self) -> Duration {
-        self.window
     }
 
     /// How many samples [`quantile`](Self::quantile) needs before it answers.

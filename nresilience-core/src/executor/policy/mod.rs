@@ -252,7 +252,7 @@ impl RetryPolicy {
     /// 1,024 keys shared by this policy's clones, or the policy's own when `key` is `None`;
     /// made at `now` on first use. `None` when overload control is off.
     #[inline]
-    pub fn load_tracker(&self, key: Option<&str>, now: Instant) -> Option<Arc<LoadTracker>> {
+    pub(crate) fn load_tracker(&self, key: Option<&str>, now: Instant) -> Option<Arc<LoadTracker>> {
         // Every call asks; most policies have it off.
         let control = self.inner.config.overload_control.as_ref()?;
         Some(self.tracker_of(*control, key, now))
