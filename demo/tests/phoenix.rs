@@ -84,7 +84,7 @@ struct Phoenix {
 }
 
 impl Phoenix {
-    fn new(url: String) -> Self {
+    fn new(url: &str) -> Self {
         let policy = RetryPolicy::builder().name("phoenix-rest").build().unwrap();
         Self {
             url: url.trim_end_matches('/').to_owned(),
@@ -282,7 +282,7 @@ async fn d2_one_trace_shows_the_nested_retry_at_the_backend() {
         "{summary}"
     );
 
-    let phoenix = Phoenix::new(url);
+    let phoenix = Phoenix::new(&url);
     let evidence = phoenix
         .wait_for(&project, Duration::from_secs(60), find_evidence)
         .await;

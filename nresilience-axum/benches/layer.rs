@@ -74,7 +74,7 @@ impl Rows<'_> {
     /// Both markers through `subject`: criterion names the rows `{timed_name}, marker
     /// absent|present` (the names earlier runs were saved under), a count `{counted_name},
     /// unmarked|marked`.
-    fn form<S>(&mut self, runtime: &Runtime, timed_name: &str, counted_name: &str, subject: S)
+    fn form<S>(&mut self, runtime: &Runtime, timed_name: &str, counted_name: &str, subject: &S)
     where
         S: Service<Request<Body>, Error = Infallible> + Clone,
     {
@@ -140,28 +140,28 @@ fn forms(rows: &mut Rows<'_>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a runtime");
-    rows.form(&runtime, "without layer", "bare", hello().with_state(()));
+    rows.form(&runtime, "without layer", "bare", &hello().with_state(()));
     rows.form(
         &runtime,
         "identity layer",
         "identity",
-        hello().layer(Identity::new()).with_state(()),
+        &hello().layer(Identity::new()).with_state(()),
     );
     rows.form(
         &runtime,
         "with layer",
         "layer",
-        hello().layer(NestedRetryLayer::new()).with_state(()),
+        &hello().layer(NestedRetryLayer::new()).with_state(()),
     );
     let edge = NestedRetryLayer::new().ignore_inbound();
     rows.form(
         &runtime,
         "with layer ignoring inbound",
         "ignoring inbound",
-        hello().layer(edge).with_state(()),
+        &hello().layer(edge).with_state(()),
     );
     let around = NestedRetryLayer::new().layer(hello().with_state(()));
-    rows.form(&runtime, "layer around the router", "around", around);
+    rows.form(&runtime, "layer around the router", "around", &around);
 }
 
 fn oneshot(c: &mut Criterion) {
@@ -175,11 +175,10 @@ fn oneshot(c: &mut Criterion) {
 criterion_group!(benches, oneshot);
 
 fn main() {
-    match std::env::var("NRESILIENCE_COUNT") {
-        Ok(row) => forms(&mut Rows::Counted(row)),
-        Err(_) => {
-            benches();
-            Criterion::default().configure_from_args().final_summary();
-        }
+    if let Ok(row) = std::env::var("NRESILIENCE_COUNT") {
+        forms(&mut Rows::Counted(row))
+    } else {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
     }
 }

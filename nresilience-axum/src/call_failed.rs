@@ -49,21 +49,25 @@ pub struct CallFailed {
 
 impl CallFailed {
     /// Why the call stopped.
+    #[must_use]
     pub fn reason(&self) -> StopReason {
         self.reason
     }
 
     /// The signal the answer carries, by [`StopReason::signal`].
+    #[must_use]
     pub fn signal(&self) -> Option<Signal> {
         self.reason.signal(self.attempts)
     }
 
     /// Whether the answer carries the overload signal.
+    #[must_use]
     pub fn is_overloaded(&self) -> bool {
         self.signal() == Some(Signal::Overloaded)
     }
 
     /// The attempts the answer says were made, when it carries the retried signal.
+    #[must_use]
     pub fn retried(&self) -> Option<u32> {
         match self.signal() {
             Some(Signal::Retried { attempts }) => Some(attempts),
@@ -72,6 +76,7 @@ impl CallFailed {
     }
 
     /// The status of the answer.
+    #[must_use]
     pub fn status(&self) -> StatusCode {
         if self.is_overloaded() {
             StatusCode::SERVICE_UNAVAILABLE
@@ -84,6 +89,7 @@ impl CallFailed {
 
     /// The headers of the answer: the chain's signal, and `Retry-After` with an overload.
     /// A gRPC server puts the same pairs in its `Status`'s metadata.
+    #[must_use]
     pub fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::new();
         if let Some(signal) = self.signal() {
@@ -95,7 +101,7 @@ impl CallFailed {
 
 impl<E> From<RetryError<E>> for CallFailed {
     fn from(error: RetryError<E>) -> Self {
-        CallFailed {
+        Self {
             reason: error.reason(),
             attempts: error.attempts(),
             retry_after: error.rejection().and_then(|rejected| rejected.retry_after),
@@ -138,7 +144,7 @@ impl From<CallFailed> for tonic::Status {
             wire::write_grpc_signal(&mut headers, signal);
         }
         let metadata = tonic::metadata::MetadataMap::from_headers(headers);
-        tonic::Status::with_metadata(code, failed.to_string(), metadata)
+        Self::with_metadata(code, failed.to_string(), metadata)
     }
 }
 

@@ -61,7 +61,7 @@ impl<F: Future> ResponseFuture<F> {
         nesting: Option<NestingSource>,
         inbound: Option<Inbound>,
     ) -> Self {
-        ResponseFuture {
+        Self {
             kind: Kind::Serving { future },
             learned: Learned::default(),
             nesting,
@@ -81,7 +81,7 @@ impl<F: Future> ResponseFuture<F> {
         let mut response = Response::new(B::default());
         *response.status_mut() = StatusCode::LOOP_DETECTED;
         wire::write_signal(response.headers_mut(), Signal::Overloaded, None);
-        ResponseFuture {
+        Self {
             kind: Kind::Answered {
                 output: Some(Box::new(Ok(response))),
             },

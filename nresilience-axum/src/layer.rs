@@ -34,7 +34,7 @@ impl Default for NestedRetryLayer {
 impl NestedRetryLayer {
     /// A layer that trusts the inbound marker: for services called by your own services.
     pub const fn new() -> Self {
-        NestedRetryLayer {
+        Self {
             ignore_inbound: false,
             max_depth: DEFAULT_MAX_DEPTH,
         }
@@ -102,7 +102,7 @@ pub struct NestedRetry<S> {
 impl<S> NestedRetry<S> {
     /// Wraps `inner`, trusting the inbound marker (as [`NestedRetryLayer::new`]).
     pub const fn new(inner: S) -> Self {
-        NestedRetry {
+        Self {
             inner,
             ignore_inbound: false,
             max_depth: DEFAULT_MAX_DEPTH,

@@ -44,21 +44,25 @@ pub struct RetryMarker {
 impl RetryMarker {
     /// A marker, as the layer inserts it for a request without chain headers. For tests of
     /// handlers that run without the layer.
+    #[must_use]
     pub const fn new() -> Self {
-        RetryMarker { chain: None }
+        Self { chain: None }
     }
 
     /// A marker for a request that said `chain` about the chain above it.
+    #[must_use]
     pub const fn with_chain(chain: Option<Inbound>) -> Self {
-        RetryMarker { chain }
+        Self { chain }
     }
 
     /// What the request said about the chain above it, when it said anything.
+    #[must_use]
     pub const fn chain(&self) -> Option<Inbound> {
         self.chain
     }
 
     /// Where the context came from: always [`NestingSource::Header`].
+    #[must_use]
     pub const fn source(&self) -> NestingSource {
         NestingSource::Header
     }

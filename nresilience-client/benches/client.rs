@@ -300,14 +300,11 @@ fn overhead_rows(rows: &mut Rows<'_>) {
 criterion_group!(benches, success_path, overhead);
 
 fn main() {
-    match std::env::var("NRESILIENCE_COUNT") {
-        Ok(row) => {
-            success_path_rows(&mut Rows::Counted(row.clone()));
-            overhead_rows(&mut Rows::Counted(row));
-        }
-        Err(_) => {
-            benches();
-            Criterion::default().configure_from_args().final_summary();
-        }
+    if let Ok(row) = std::env::var("NRESILIENCE_COUNT") {
+        success_path_rows(&mut Rows::Counted(row.clone()));
+        overhead_rows(&mut Rows::Counted(row));
+    } else {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
     }
 }

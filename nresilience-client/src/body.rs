@@ -45,6 +45,7 @@ impl RetryBody {
     }
 
     /// An empty body.
+    #[must_use]
     pub fn empty() -> Self {
         Self::buffered(Bytes::new())
     }
@@ -98,11 +99,13 @@ impl TransportError {
     }
 
     /// The error as the service or body returned it.
+    #[must_use]
     pub fn get_ref(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
         &*self.0
     }
 
     /// The error as the service or body returned it, by value.
+    #[must_use]
     pub fn into_inner(self) -> BoxError {
         self.0
     }

@@ -13,18 +13,18 @@ pub(crate) struct ChainSignals {
 
 impl ChainSignals {
     /// Both signals honoured.
-    pub(crate) const BOTH: ChainSignals = ChainSignals {
+    pub(crate) const BOTH: Self = Self {
         overloaded: true,
         retried: true,
     };
 
     /// Whether the answer carries the overload signal and this client honours it.
-    pub(crate) fn says_overloaded(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn says_overloaded(self, headers: &HeaderMap) -> bool {
         self.overloaded && read_overloaded(headers)
     }
 
     /// Whether the answer carries the retried signal and this client honours it.
-    pub(crate) fn says_retried(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn says_retried(self, headers: &HeaderMap) -> bool {
         self.retried && read_retried(headers).is_some()
     }
 }

@@ -81,14 +81,16 @@ pub struct HttpClassifier {
 
 impl HttpClassifier {
     /// The classifier, honouring both chain signals.
+    #[must_use]
     pub const fn new() -> Self {
-        HttpClassifier {
+        Self {
             signals: ChainSignals::BOTH,
         }
     }
 
     /// Whether an answer with `x-nresilience-overloaded: 1` ends the call with that answer
     /// (`Overloaded`). Defaults to `true`; `false` classifies it by its status alone.
+    #[must_use]
     pub const fn overload_signal(mut self, honour: bool) -> Self {
         self.signals.overloaded = honour;
         self
@@ -96,6 +98,7 @@ impl HttpClassifier {
 
     /// Whether a `5xx` with `x-nresilience-retried: N` ends the call with that answer
     /// (`RetriedBelow`). Defaults to `true`; `false` classifies it by its status alone.
+    #[must_use]
     pub const fn retried_signal(mut self, honour: bool) -> Self {
         self.signals.retried = honour;
         self
@@ -164,6 +167,7 @@ pub fn classify_error(error: &(dyn std::error::Error + 'static)) -> Verdict {
 ///
 /// `now` is the time an HTTP-date `Retry-After` is measured from. Headers are read only
 /// for a retryable status.
+#[must_use]
 pub fn classify_status(status: StatusCode, headers: &HeaderMap, now: SystemTime) -> Verdict {
     HttpClassifier::new().classify_response(status, headers, || now)
 }
@@ -173,6 +177,7 @@ pub fn classify_status(status: StatusCode, headers: &HeaderMap, now: SystemTime)
 /// These are the statuses [`classify_status`] never calls a success, whatever the headers
 /// say. When attempts run out on one of them, the caller gets that last response, not an
 /// error.
+#[must_use]
 pub const fn is_retryable_status(status: StatusCode) -> bool {
     matches!(status.as_u16(), 408 | 429 | 500..=599)
 }

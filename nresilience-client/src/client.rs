@@ -52,6 +52,7 @@ pub struct ClientBuilder {
 
 impl Client {
     /// A client with default connection settings retrying under `policy`.
+    #[must_use]
     pub fn new(policy: RetryPolicy) -> Self {
         Self::builder(policy).build()
     }
@@ -126,6 +127,7 @@ impl ClientBuilder {
     }
 
     /// The client, for `http` URIs.
+    #[must_use]
     pub fn build(self) -> Client {
         let connector = self.connector();
         self.client(connector)
@@ -153,6 +155,7 @@ impl ClientBuilder {
     /// # Ok(()) }
     /// ```
     #[cfg(feature = "rustls")]
+    #[must_use]
     pub fn build_tls(
         self,
         tls: rustls::ClientConfig,

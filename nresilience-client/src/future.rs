@@ -183,7 +183,7 @@ where
                     Poll::Ready(FlightEvent::Woke) => this.call.next(clock::now()),
                     Poll::Pending => match *held_hedge {
                         Some(due) => {
-                            let ready = ready!(this.service.poll_ready(cx));
+                            let ready = ready!(this.service.poll_ready(cx)).is_ok();
                             *held_hedge = None;
                             hedge_when_ready(this.call, ready, due)
                         }
@@ -281,17 +281,16 @@ where
 /// The hedge that was `due`, now that the service is `ready` for it: a [`Step::Hedge`] (or a
 /// [`Step::KeepWaiting`], if the budget refused it meanwhile). A service that failed to get ready
 /// ends the call's hedging; the attempts in flight go on.
-fn hedge_when_ready<T, E>(
+fn hedge_when_ready<T>(
     call: &mut Call<TransportError>,
-    ready: Result<(), E>,
+    ready: bool,
     due: Instant,
 ) -> Step<T, TransportError> {
-    match ready {
-        Ok(()) => call.next(clock::now().max(due)),
-        Err(_) => {
-            call.stop_hedging();
-            Step::KeepWaiting
-        }
+    if ready {
+        call.next(clock::now().max(due))
+    } else {
+        call.stop_hedging();
+        Step::KeepWaiting
     }
 }
 

@@ -85,12 +85,12 @@ impl Source {
     /// made at its final size.
     pub(crate) fn parts_mut(&mut self) -> (&Method, &Uri, &mut HeaderMap) {
         match self {
-            Source::Template(template) => (&template.method, &template.uri, &mut template.headers),
-            Source::Once(request) => {
+            Self::Template(template) => (&template.method, &template.uri, &mut template.headers),
+            Self::Once(request) => {
                 let parts = &mut request.0;
                 (&parts.method, &parts.uri, &mut parts.headers)
             }
-            Source::Sent => unreachable!("a call without a template makes one attempt"),
+            Self::Sent => unreachable!("a call without a template makes one attempt"),
         }
     }
 
@@ -100,15 +100,15 @@ impl Source {
     /// moved there.
     #[inline(always)]
     pub(crate) fn next_request(&mut self, first: bool) -> Request<RetryBody> {
-        if let Source::Template(template) = self {
+        if let Self::Template(template) = self {
             return if first {
                 template.take()
             } else {
                 template.request()
             };
         }
-        match std::mem::replace(self, Source::Sent) {
-            Source::Once(request) => {
+        match std::mem::replace(self, Self::Sent) {
+            Self::Once(request) => {
                 let (parts, body) = *request;
                 Request::from_parts(parts, body)
             }

@@ -16,7 +16,7 @@ pub(crate) trait Destination: std::fmt::Display {
 
 impl Destination for http::Uri {
     fn host(&self) -> Option<&str> {
-        http::Uri::host(self)
+        Self::host(self)
     }
 
     fn port(&self) -> Option<u16> {
@@ -82,18 +82,15 @@ pub(crate) fn record_result(span: &Span, status: Option<StatusCode>, verdict: &V
     if span.is_disabled() {
         return;
     }
-    match status {
-        Some(status) => {
-            span.record("http.response.status_code", i64::from(status.as_u16()));
-            if status.is_server_error() {
-                span.record("error.type", status.as_str());
-                span.record("otel.status_code", "ERROR");
-            }
-        }
-        None => {
-            span.record("error.type", "request_error");
+    if let Some(status) = status {
+        span.record("http.response.status_code", i64::from(status.as_u16()));
+        if status.is_server_error() {
+            span.record("error.type", status.as_str());
             span.record("otel.status_code", "ERROR");
         }
+    } else {
+        span.record("error.type", "request_error");
+        span.record("otel.status_code", "ERROR");
     }
 }
 

@@ -22,7 +22,7 @@ trait Subject: Send + Sync + 'static {
 
 impl Subject for TokenBucket {
     fn deposit(&self) {
-        TokenBucket::deposit(self, Instant::now());
+        Self::deposit(self, Instant::now());
     }
     fn withdraw(&self) -> bool {
         self.try_withdraw(Instant::now(), Criticality::Normal)
@@ -66,20 +66,20 @@ enum Op {
 impl Op {
     fn name(self) -> &'static str {
         match self {
-            Op::Deposit => "deposit",
-            Op::DepositWithdraw => "deposit+withdraw",
-            Op::WithdrawRefused => "withdraw_refused",
+            Self::Deposit => "deposit",
+            Self::DepositWithdraw => "deposit+withdraw",
+            Self::WithdrawRefused => "withdraw_refused",
         }
     }
 
     fn run<S: Subject + ?Sized>(self, subject: &S) {
         match self {
-            Op::Deposit => subject.deposit(),
-            Op::DepositWithdraw => {
+            Self::Deposit => subject.deposit(),
+            Self::DepositWithdraw => {
                 subject.deposit();
                 black_box(subject.withdraw());
             }
-            Op::WithdrawRefused => {
+            Self::WithdrawRefused => {
                 black_box(subject.withdraw());
             }
         }

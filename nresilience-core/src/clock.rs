@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 /// The current time on tokio's clock: virtual time under a paused runtime, real time
 /// otherwise (and outside any runtime).
+#[must_use]
 pub fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }

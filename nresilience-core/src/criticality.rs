@@ -16,18 +16,15 @@ pub enum Criticality {
 
 impl Criticality {
     /// Every criticality, in declaration order (`ALL[c as usize] == c`).
-    pub const ALL: [Criticality; 3] = [
-        Criticality::Critical,
-        Criticality::Normal,
-        Criticality::Sheddable,
-    ];
+    pub const ALL: [Self; 3] = [Self::Critical, Self::Normal, Self::Sheddable];
 
     /// The `criticality` member of `x-nresilience-chain`: `critical`, `normal` or `sheddable`.
+    #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
-            Criticality::Critical => "critical",
-            Criticality::Normal => "normal",
-            Criticality::Sheddable => "sheddable",
+            Self::Critical => "critical",
+            Self::Normal => "normal",
+            Self::Sheddable => "sheddable",
         }
     }
 
@@ -40,6 +37,7 @@ impl Criticality {
     /// assert_eq!(Criticality::from_header(b"sheddable"), Some(Criticality::Sheddable));
     /// assert_eq!(Criticality::from_header(b"Sheddable"), None);
     /// ```
+    #[must_use]
     pub fn from_header(value: &[u8]) -> Option<Self> {
         Self::ALL
             .into_iter()

@@ -49,10 +49,11 @@ pub enum NestingSource {
 
 impl NestingSource {
     /// The attribute value used on spans and metrics: `header` or `in_process`.
+    #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
-            NestingSource::Header => "header",
-            NestingSource::InProcess => "in_process",
+            Self::Header => "header",
+            Self::InProcess => "in_process",
         }
     }
 }
@@ -77,6 +78,7 @@ impl sealed::Sealed for NestingSource {
 ///
 /// One thread-local read. Outside any scope it is `None`.
 #[inline]
+#[must_use]
 pub fn current() -> Option<NestingSource> {
     scope::current()
 }

@@ -37,17 +37,18 @@ pub enum StopReason {
 
 impl StopReason {
     /// The `nresilience.outcome` metric tag, e.g. `budget_exhausted`.
+    #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
-            StopReason::Succeeded => "succeeded",
-            StopReason::Permanent => "permanent",
-            StopReason::AttemptsExhausted => "attempts_exhausted",
-            StopReason::BudgetExhausted => "budget_exhausted",
-            StopReason::BreakerOpen => "breaker_open",
-            StopReason::DeadlineExceeded => "deadline_exceeded",
-            StopReason::Overloaded => "overloaded",
-            StopReason::RetriedBelow => "retried_below",
-            StopReason::Saturated => "saturated",
+            Self::Succeeded => "succeeded",
+            Self::Permanent => "permanent",
+            Self::AttemptsExhausted => "attempts_exhausted",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::BreakerOpen => "breaker_open",
+            Self::DeadlineExceeded => "deadline_exceeded",
+            Self::Overloaded => "overloaded",
+            Self::RetriedBelow => "retried_below",
+            Self::Saturated => "saturated",
         }
     }
 }
@@ -73,19 +74,20 @@ pub enum RejectReason {
 impl RejectReason {
     /// The `nresilience.reason` metric tag: `budget_exhausted`, `breaker_open` or
     /// `saturated`.
+    #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
-            RejectReason::BudgetExhausted => "budget_exhausted",
-            RejectReason::BreakerOpen => "breaker_open",
-            RejectReason::Saturated => "saturated",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::BreakerOpen => "breaker_open",
+            Self::Saturated => "saturated",
         }
     }
 
     pub(crate) const fn stop_reason(self) -> StopReason {
         match self {
-            RejectReason::BudgetExhausted => StopReason::BudgetExhausted,
-            RejectReason::BreakerOpen => StopReason::BreakerOpen,
-            RejectReason::Saturated => StopReason::Saturated,
+            Self::BudgetExhausted => StopReason::BudgetExhausted,
+            Self::BreakerOpen => StopReason::BreakerOpen,
+            Self::Saturated => StopReason::Saturated,
         }
     }
 }

@@ -85,7 +85,9 @@ pub(crate) fn sync_scope_mut<T: Carried, R>(value: &mut T, f: impl FnOnce() -> R
     let restore = Restore(T::slot().replace(Some(*value)));
     let output = f();
     let outer = restore.0;
-    // `f` returned: one swap puts the outer value back and hands over the inner one.
+    // `f` returned: one swap puts the outer value back and hands over the inner one, so the
+    // guard, there for a panic in `f`, must not restore a second time.
+    #[allow(clippy::mem_forget)]
     std::mem::forget(restore);
     if let Some(inside) = T::slot().replace(outer) {
         *value = inside;

@@ -13,6 +13,7 @@ use crate::RetryPolicy;
 
 /// The load tracker `policy`'s calls to the dependency keyed `key` share (the policy's own
 /// when `key` is `None`), made at `now` on first use; `None` when overload control is off.
+#[must_use]
 pub fn load_tracker(
     policy: &RetryPolicy,
     key: Option<&str>,

@@ -48,50 +48,50 @@ pub enum Verdict {
 
 impl Verdict {
     /// A transient failure without pushback.
-    pub const TRANSIENT: Verdict = Verdict::Transient { retry_after: None };
+    pub const TRANSIENT: Self = Self::Transient { retry_after: None };
 
     /// A throttle by the dependency (not self-imposed), without pushback.
-    pub const THROTTLED: Verdict = Verdict::Throttled {
+    pub const THROTTLED: Self = Self::Throttled {
         self_imposed: false,
         retry_after: None,
     };
 
     /// The dependency's overload signal, without a hint.
-    pub const OVERLOADED: Verdict = Verdict::Overloaded { retry_after: None };
+    pub const OVERLOADED: Self = Self::Overloaded { retry_after: None };
 
     /// A refusal by this process's own limiter or breaker.
-    pub const SELF_IMPOSED: Verdict = Verdict::Throttled {
+    pub const SELF_IMPOSED: Self = Self::Throttled {
         self_imposed: true,
         retry_after: None,
     };
 
     /// The server's pushback, if the verdict carries one.
+    #[must_use]
     pub const fn retry_after(&self) -> Option<Duration> {
         match self {
-            Verdict::Transient { retry_after }
-            | Verdict::Throttled { retry_after, .. }
-            | Verdict::Overloaded { retry_after } => *retry_after,
-            Verdict::Success
-            | Verdict::Unreachable
-            | Verdict::Permanent
-            | Verdict::RetriedBelow => None,
+            Self::Transient { retry_after }
+            | Self::Throttled { retry_after, .. }
+            | Self::Overloaded { retry_after } => *retry_after,
+            Self::Success | Self::Unreachable | Self::Permanent | Self::RetriedBelow => None,
         }
     }
 
     /// Whether another attempt could help.
+    #[must_use]
     pub const fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Verdict::Transient { .. } | Verdict::Unreachable | Verdict::Throttled { .. }
+            Self::Transient { .. } | Self::Unreachable | Self::Throttled { .. }
         )
     }
 
     /// Whether this process refused the attempt itself (its own rate limiter or circuit
     /// breaker), so the dependency never saw it.
+    #[must_use]
     pub const fn is_self_imposed(&self) -> bool {
         matches!(
             self,
-            Verdict::Throttled {
+            Self::Throttled {
                 self_imposed: true,
                 ..
             }
@@ -100,15 +100,16 @@ impl Verdict {
 
     /// The `nresilience.verdict` metric tag: `ok`, `transient`, `unreachable`, `throttled`,
     /// `permanent`, `overloaded` or `retried_below`.
+    #[must_use]
     pub const fn as_str(&self) -> &'static str {
         match self {
-            Verdict::Success => "ok",
-            Verdict::Transient { .. } => "transient",
-            Verdict::Unreachable => "unreachable",
-            Verdict::Throttled { .. } => "throttled",
-            Verdict::Permanent => "permanent",
-            Verdict::Overloaded { .. } => "overloaded",
-            Verdict::RetriedBelow => "retried_below",
+            Self::Success => "ok",
+            Self::Transient { .. } => "transient",
+            Self::Unreachable => "unreachable",
+            Self::Throttled { .. } => "throttled",
+            Self::Permanent => "permanent",
+            Self::Overloaded { .. } => "overloaded",
+            Self::RetriedBelow => "retried_below",
         }
     }
 }

@@ -218,9 +218,8 @@ async fn e6_permanent_stops_after_one_attempt() {
 async fn h4_exhausted_retryable_value_is_returned_not_an_error() {
     let policy = base().build().unwrap();
     let by_status = |r: &Result<u16, ()>| match r {
-        Ok(503) => Verdict::TRANSIENT,
+        Ok(503) | Err(_) => Verdict::TRANSIENT,
         Ok(_) => Verdict::Success,
-        Err(_) => Verdict::TRANSIENT,
     };
     let calls = AtomicU32::new(0);
     let last = policy

@@ -22,6 +22,7 @@ const MAX_DEADLINE_MS: u64 = 86_400_000;
 /// assert_eq!(deadline_ms(b"-40"), None);
 /// assert_eq!(deadline_ms(b"99999999999999999999"), None);
 /// ```
+#[must_use]
 pub fn deadline_ms(value: &[u8]) -> Option<Duration> {
     let millis = decimal(value, 9)?;
     (millis <= MAX_DEADLINE_MS).then(|| Duration::from_millis(millis))
@@ -42,6 +43,7 @@ pub fn deadline_ms(value: &[u8]) -> Option<Duration> {
 ///
 /// assert_eq!(deadline_value(Duration::from_micros(40_001)), 41);
 /// ```
+#[must_use]
 pub fn deadline_value(left: Duration) -> u64 {
     let millis = left.as_millis() + u128::from(!left.subsec_nanos().is_multiple_of(1_000_000));
     u64::try_from(millis)
@@ -62,6 +64,7 @@ pub fn deadline_value(left: Duration) -> u64 {
 /// assert_eq!(grpc_timeout(b"123456789m"), None);
 /// assert_eq!(grpc_timeout(b"5"), None);
 /// ```
+#[must_use]
 pub fn grpc_timeout(value: &[u8]) -> Option<Duration> {
     let (unit, digits) = value.split_last()?;
     let n = decimal(digits, 8)?;

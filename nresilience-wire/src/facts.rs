@@ -55,6 +55,7 @@ pub struct ChainFacts {
 
 impl ChainFacts {
     /// The facts a call tells every hop it reaches.
+    #[must_use]
     pub const fn written(depth: u32, attempts: u32, criticality: Criticality) -> Self {
         Self {
             depth: Some(depth),
@@ -86,6 +87,7 @@ impl ChainFacts {
     }
 
     /// Whether no fact was read.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.depth.is_none() && self.attempts.is_none() && self.criticality.is_none()
     }
@@ -121,12 +123,14 @@ impl fmt::Display for ChainFacts {
 /// assert_eq!(depth(b"0"), None);
 /// assert_eq!(depth(b"99999999999999999999"), Some(u32::MAX));
 /// ```
+#[must_use]
 pub fn depth(value: &[u8]) -> Option<u32> {
     count(value)
 }
 
 /// The potential attempts an `attempts` member says: a positive decimal, digits only; one
 /// too large for a `u32` is `u32::MAX`.
+#[must_use]
 pub fn attempts(value: &[u8]) -> Option<u32> {
     count(value)
 }

@@ -48,6 +48,7 @@ const CHAIN_SLOT: usize = 1;
 /// A pass over the names alone: the map keeps one entry per name, and walking its entries
 /// skips the state that walking name and value pairs carries for repeated names.
 #[inline(always)]
+#[must_use]
 pub fn carries_chain_headers(headers: &HeaderMap) -> bool {
     for name in headers.keys() {
         if name.as_str().starts_with(PREFIX) {
@@ -63,6 +64,7 @@ impl<'a> RequestHeaders<'a> {
     // Inlined into the server layer's path: measured cheaper than the call and the copy of
     // what it read.
     #[inline(always)]
+    #[must_use]
     pub fn read(headers: &'a HeaderMap) -> Self {
         let mut read = RequestHeaders::default();
         for (name, value) in headers {
@@ -108,6 +110,7 @@ impl<'a> RequestHeaders<'a> {
     /// Whether the request carries the marker: any of its values is exactly `1` (N4). A
     /// marker with no such value is a debug event, never an error.
     #[inline]
+    #[must_use]
     pub fn marked(&self, headers: &HeaderMap) -> bool {
         if self.marker_seen && !self.marked {
             ignored_marker(headers);
@@ -121,6 +124,7 @@ impl<'a> RequestHeaders<'a> {
     /// is no word at all; a fact of `x-nresilience-chain` that does not parse is no word of
     /// that fact.
     #[inline]
+    #[must_use]
     pub fn inbound(&self) -> Option<Inbound> {
         if self.sent == 0 {
             // A marked request from a client that sends no chain headers.
@@ -289,13 +293,10 @@ mod tests {
             let before = clock::now();
             let deadline = read(&headers).and_then(|inbound| inbound.deadline);
             let after = clock::now();
-            match left {
-                Some(left) => {
-                    let deadline = deadline.expect("one usable value is a deadline");
-                    prop_assert!(before + left <= deadline && deadline <= after + left);
-                }
-                None => prop_assert_eq!(deadline, None),
-            }
+            if let Some(left) = left {
+                let deadline = deadline.expect("one usable value is a deadline");
+                prop_assert!(before + left <= deadline && deadline <= after + left);
+            } else { prop_assert_eq!(deadline, None) }
         }
     }
 }

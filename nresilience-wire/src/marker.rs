@@ -38,6 +38,7 @@ fn list_has_one(value: &HeaderValue) -> bool {
 /// were forwarded from a request whose sender may retry it. Such a request is not stamped
 /// again, and a retrying call made with it is nested (N1, N5).
 #[inline]
+#[must_use]
 pub fn carries_marker(headers: &HeaderMap) -> bool {
     headers.get_all(&MARKER).iter().any(|value| value == MARKED)
 }

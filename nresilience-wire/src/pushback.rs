@@ -28,6 +28,7 @@ pub enum GrpcPushback {
 /// assert_eq!(grpc_pushback(b"-1"), Some(GrpcPushback::Stop));
 /// assert_eq!(grpc_pushback(b"soon"), None);
 /// ```
+#[must_use]
 pub fn grpc_pushback(value: &[u8]) -> Option<GrpcPushback> {
     let value = value.trim_ascii();
     let (negative, digits) = match value.split_first() {
@@ -47,9 +48,10 @@ pub fn grpc_pushback(value: &[u8]) -> Option<GrpcPushback> {
 /// backoff curve applies.
 pub fn read_grpc_pushback(headers: &HeaderMap) -> GrpcPushback {
     for value in headers.get_all(GRPC_PUSHBACK) {
-        match grpc_pushback(value.as_bytes()) {
-            Some(pushback) => return pushback,
-            None => tracing::debug!(?value, "ignoring an unparseable grpc-retry-pushback-ms"),
+        if let Some(pushback) = grpc_pushback(value.as_bytes()) {
+            return pushback;
+        } else {
+            tracing::debug!(?value, "ignoring an unparseable grpc-retry-pushback-ms")
         }
     }
     GrpcPushback::After(None)

@@ -64,15 +64,14 @@ pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duratio
     if let Some(seconds) = saturating(text.as_bytes()) {
         return Some(Duration::from_secs(seconds));
     }
-    match httpdate::parse_http_date(text) {
-        Ok(date) => Some(date.duration_since(now).unwrap_or(Duration::ZERO)),
-        Err(_) => {
-            tracing::debug!(
-                value = text,
-                "ignoring retry-after that is neither delta-seconds nor an http-date"
-            );
-            None
-        }
+    if let Ok(date) = httpdate::parse_http_date(text) {
+        Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+    } else {
+        tracing::debug!(
+            value = text,
+            "ignoring retry-after that is neither delta-seconds nor an http-date"
+        );
+        None
     }
 }
 
@@ -96,6 +95,7 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 ///
 /// assert_eq!(retry_after_seconds(Duration::from_millis(2_001)), "3");
 /// ```
+#[must_use]
 pub fn retry_after_seconds(wait: Duration) -> HeaderValue {
     let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
     HeaderValue::from(seconds)

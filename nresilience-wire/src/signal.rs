@@ -51,6 +51,7 @@ pub fn overloaded(value: &[u8]) -> bool {
 /// assert_eq!(retried(b"-4"), None);
 /// assert_eq!(retried(b"99999999999"), Some(u32::MAX));
 /// ```
+#[must_use]
 pub fn retried(value: &[u8]) -> Option<u32> {
     count(value)
 }

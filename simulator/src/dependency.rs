@@ -92,6 +92,7 @@ impl Answer {
 impl Dependency {
     /// A dependency that answers every attempt, with latencies whose median is `p50` and whose
     /// 99th percentile is `p99` (see [`Tail`]). Equal quantiles give a constant latency.
+    #[must_use]
     pub fn healthy(p50: Duration, p99: Duration) -> Self {
         Self {
             p50,
@@ -105,6 +106,7 @@ impl Dependency {
     }
 
     /// The shape of the latency distribution. Defaults to [`Tail::LogLogistic`].
+    #[must_use]
     pub fn tail(mut self, tail: Tail) -> Self {
         self.tail = tail;
         self
@@ -112,6 +114,7 @@ impl Dependency {
 
     /// From `after` (since the run started) for `lasting`, attempts that start in the window
     /// take `slower` times as long, and still succeed. Overlapping brownouts multiply.
+    #[must_use]
     pub fn brownout(mut self, after: Duration, slower: f64, lasting: Duration) -> Self {
         self.impairments.push(Impairment {
             after,
@@ -123,6 +126,7 @@ impl Dependency {
 
     /// From `after` for `lasting`, every attempt fails at once, as a dependency refusing
     /// connections does.
+    #[must_use]
     pub fn outage(mut self, after: Duration, lasting: Duration) -> Self {
         self.impairments.push(Impairment {
             after,
@@ -134,6 +138,7 @@ impl Dependency {
 
     /// The fraction of attempts, in `[0, 1]`, that fail at the end of their latency while
     /// nothing else is wrong. Defaults to `0`.
+    #[must_use]
     pub fn failing(mut self, rate: f64) -> Self {
         self.failure_rate = rate;
         self
@@ -143,6 +148,7 @@ impl Dependency {
     /// far past it they are (`in flight / capacity`); past three times it, they fail at once.
     /// An attempt its caller cuts stops counting at once. Defaults to no bound; see
     /// [`workers`](Self::workers) for a dependency that keeps working for callers that left.
+    #[must_use]
     pub fn capacity(mut self, concurrent: u32) -> Self {
         self.capacity = Some(concurrent);
         self
@@ -183,17 +189,20 @@ impl Dependency {
     /// assert!(report.seconds.iter().all(|second| second.queue == 0));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[must_use]
     pub fn workers(mut self, workers: u32, queue: u32) -> Self {
         self.pool = Some(PoolSize { workers, queue });
         self
     }
 
     /// The healthy median latency.
+    #[must_use]
     pub fn p50(&self) -> Duration {
         self.p50
     }
 
     /// The healthy 99th-percentile latency.
+    #[must_use]
     pub fn p99(&self) -> Duration {
         self.p99
     }
@@ -438,7 +447,7 @@ mod tests {
         assert!((dependency.spread(0.5) - 1.0).abs() < 1e-12);
         assert!((dependency.spread(0.99) - 10.0).abs() < 1e-9);
         assert!((dependency.spread(0.01) - 0.1).abs() < 1e-9);
-        let lognormal = dependency.clone().tail(Tail::LogNormal);
+        let lognormal = dependency.tail(Tail::LogNormal);
         assert!((lognormal.spread(0.99) - 10.0).abs() < 1e-9);
     }
 

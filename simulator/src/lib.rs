@@ -290,6 +290,7 @@ impl InvalidSimulation {
     }
 
     /// Why the simulation cannot run.
+    #[must_use]
     pub fn reason(&self) -> &str {
         &self.reason
     }

@@ -25,6 +25,7 @@ impl Load {
     /// `per_second` calls a second on average. The gaps between arrivals are uniform in
     /// `[0, 2 / per_second)`, so a second holds the short bursts real traffic holds, in places
     /// the seed fixes.
+    #[must_use]
     pub const fn constant(per_second: f64) -> Self {
         Self {
             per_second,
@@ -35,12 +36,14 @@ impl Load {
     /// How many processes, this one included, offer the same load to the same dependency.
     /// The peers only count against [`Dependency::capacity`](super::Dependency::capacity):
     /// their own retries and budgets are not simulated. Defaults to `1`.
+    #[must_use]
     pub const fn peers(mut self, peers: u32) -> Self {
         self.peers = peers;
         self
     }
 
     /// The mean rate, calls per second.
+    #[must_use]
     pub const fn per_second(&self) -> f64 {
         self.per_second
     }

@@ -43,6 +43,7 @@ pub struct HopReport {
 
 impl HopReport {
     /// Attempts this policy sent / calls made under it.
+    #[must_use]
     pub fn load_multiplier(&self) -> f64 {
         load_multiplier(self.attempts, self.calls)
     }
@@ -127,16 +128,19 @@ impl SimulationReport {
     }
 
     /// Calls that did not succeed.
+    #[must_use]
     pub fn failed(&self) -> u64 {
         self.calls - self.succeeded
     }
 
     /// Succeeded / calls; `0` for a run without calls.
+    #[must_use]
     pub fn availability(&self) -> f64 {
         ratio(self.succeeded, self.calls)
     }
 
     /// Attempts reaching the dependency / calls; `1` is a policy that retried nothing.
+    #[must_use]
     pub fn load_multiplier(&self) -> f64 {
         load_multiplier(self.attempts, self.calls)
     }
@@ -144,6 +148,7 @@ impl SimulationReport {
     /// The caller-observed latency of calls at quantile `q` (clamped to `[0, 1]`), by nearest
     /// rank over every call: each retry and backoff the call served is in it. Zero for a run
     /// without calls.
+    #[must_use]
     pub fn latency(&self, q: f64) -> Duration {
         if self.latencies.is_empty() || q.is_nan() {
             return Duration::ZERO;
@@ -176,6 +181,7 @@ pub(super) fn worst_second(
 
 /// The load multiplier of `attempts` made for `calls`: attempts per call, `1` for calls that
 /// retried nothing, `0` without calls. A report's, a hop's, or that of any share of a run.
+#[must_use]
 pub fn load_multiplier(attempts: u64, calls: u64) -> f64 {
     ratio(attempts, calls)
 }

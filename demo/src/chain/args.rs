@@ -113,6 +113,7 @@ const AFTER_THE_FAULT: u64 = 10;
 
 impl ChainArgs {
     /// The rows to run, in order: those asked for, or every one.
+    #[must_use]
     pub fn stacks(&self) -> Vec<Stack> {
         match (&self.stacks, self.budget, self.compare) {
             (Some(stacks), _, _) => stacks.clone(),
@@ -123,6 +124,7 @@ impl ChainArgs {
     }
 
     /// How long the users call, in seconds: as asked, or until 10 s past the fault's end.
+    #[must_use]
     pub fn duration(&self) -> u64 {
         self.duration.unwrap_or_else(|| {
             (self.db.fault.fault_start)
@@ -132,6 +134,7 @@ impl ChainArgs {
     }
 
     /// Whether a run prints its line a second: not when its output is JSON.
+    #[must_use]
     pub fn prints_seconds(&self) -> bool {
         !self.json
     }
@@ -158,6 +161,7 @@ impl ChainArgs {
     }
 
     /// How long a user waits for an answer.
+    #[must_use]
     pub fn user_timeout(&self) -> Duration {
         Duration::from_millis(self.user_timeout_ms)
     }
@@ -190,11 +194,13 @@ impl DbArgs {
     }
 
     /// db's fault, its strength resolved.
+    #[must_use]
     pub fn fault(&self) -> Fault {
         self.fault.fault()
     }
 
     /// Queries a second db serves when healthy: its workers over a query's time.
+    #[must_use]
     pub fn capacity(&self) -> f64 {
         f64::from(self.db_workers) * 1_000.0 / self.db_query_ms as f64
     }

@@ -47,6 +47,7 @@ impl FaultKind {
     ];
 
     /// Its name, as `--fault` spells it.
+    #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
             Self::Slow => "slow",
@@ -61,6 +62,7 @@ impl FaultKind {
     }
 
     /// The flag that sets its strength and the range it takes, if the kind has one.
+    #[must_use]
     pub const fn strength(self) -> Option<Strength> {
         const SLOWDOWN: Strength = Strength {
             flag: "--fault-slowdown",
@@ -216,16 +218,19 @@ pub struct Fault {
 
 impl Fault {
     /// Whether the fault acts `elapsed` after the start. A heavy tail acts for the whole run.
+    #[must_use]
     pub fn acts_at(&self, elapsed: Duration) -> bool {
         self.kind == FaultKind::Tail || (self.start <= elapsed && elapsed < self.end)
     }
 
     /// The strength, or 1 for a kind that has none.
+    #[must_use]
     pub fn factor(&self) -> f64 {
         self.strength.unwrap_or(1.0)
     }
 
     /// The fault in a few words: `db 5× slower from 5 s for 5 s`.
+    #[must_use]
     pub fn describe(&self) -> String {
         let (from, length) = (self.start.as_secs(), (self.end - self.start).as_secs());
         let window = format!("from {from} s for {length} s");

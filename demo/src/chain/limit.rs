@@ -30,6 +30,7 @@ pub struct Limit {
 /// The share of db's healthy capacity that serves calls in time while `fault` acts: 1/F for
 /// a slowdown, nothing when db finishes nothing or refuses connections, the healthy share of
 /// queries when some fail.
+#[must_use]
 pub fn capacity_share(fault: &Fault) -> f64 {
     match fault.kind {
         FaultKind::Slow => 1.0 / fault.factor(),
@@ -40,6 +41,7 @@ pub fn capacity_share(fault: &Fault) -> f64 {
 }
 
 /// The physical limit of the run `args` describes.
+#[must_use]
 pub fn physical_limit(args: &ChainArgs) -> Limit {
     let fault = args.db.fault();
     let rate = f64::from(args.rps);

@@ -32,18 +32,20 @@ impl Ceiling {
     pub const ALL: [Self; 2] = [Self::Learning, Self::Original];
 
     /// Its name, as the flag spells it.
+    #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
-            Ceiling::Learning => "learning",
-            Ceiling::Original => "original",
+            Self::Learning => "learning",
+            Self::Original => "original",
         }
     }
 
     /// The ceiling's settings.
+    #[must_use]
     pub const fn settings(self) -> AttemptCeiling {
         match self {
-            Ceiling::Learning => AttemptCeiling::new(),
-            Ceiling::Original => AttemptCeiling::original(),
+            Self::Learning => AttemptCeiling::new(),
+            Self::Original => AttemptCeiling::original(),
         }
     }
 }
@@ -110,6 +112,7 @@ impl RetryArgs {
     }
 
     /// The settings of the hop facing users who wait `users_wait`: its deadline is theirs.
+    #[must_use]
     pub fn facing_users(self, users_wait: Duration) -> Self {
         Self {
             deadline_ms: Some(u64::try_from(users_wait.as_millis()).unwrap_or(u64::MAX)),
@@ -119,6 +122,7 @@ impl RetryArgs {
 
     /// These settings, each left out taken from `row`: what a row turns on is the row's, what
     /// a flag says wins.
+    #[must_use]
     pub fn over(self, row: Self) -> Self {
         Self {
             attempts: self.attempts.or(row.attempts),

@@ -46,6 +46,7 @@ pub struct RowSettings {
 impl RowSettings {
     /// What `stack`'s hops run with when the flags say `retry`, the frontend's users waiting
     /// `users_wait`.
+    #[must_use]
     pub fn of(stack: Stack, retry: RetryArgs, users_wait: Duration) -> Self {
         match stack.library() {
             Library::Peer(peer) => Self {

@@ -91,6 +91,7 @@ impl Stack {
     ];
 
     /// The row's name, as `--stacks` spells it.
+    #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
             Self::Nresilience => "nresilience",
@@ -110,6 +111,7 @@ impl Stack {
 
     /// How a peer row's hops retry, in a few words; an nresilience row's settings depend on
     /// the flags too, and are described by [`RowSettings`](super::RowSettings).
+    #[must_use]
     pub const fn peer_description(peer: Peer) -> &'static str {
         const SHORT: Duration = Duration::from_secs(1);
         match peer {
@@ -130,6 +132,7 @@ impl Stack {
     }
 
     /// The library the row's hops are built on.
+    #[must_use]
     pub const fn library(self) -> Library {
         const SHORT: Duration = Duration::from_secs(1);
         const LONG: Duration = Duration::from_secs(5);
@@ -163,6 +166,7 @@ impl Stack {
     }
 
     /// The nresilience row with `budget`.
+    #[must_use]
     pub const fn nresilience(budget: Budget) -> Self {
         match budget {
             Budget::On => Self::Nresilience,

@@ -18,14 +18,15 @@ pub enum Hop {
 
 impl Hop {
     /// Every hop, top to bottom.
-    pub const ALL: [Hop; 3] = [Hop::Frontend, Hop::Backend, Hop::Db];
+    pub const ALL: [Self; 3] = [Self::Frontend, Self::Backend, Self::Db];
 
     /// The hop's name, also its policy's and its service's name.
+    #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
-            Hop::Frontend => "frontend",
-            Hop::Backend => "backend",
-            Hop::Db => "db",
+            Self::Frontend => "frontend",
+            Self::Backend => "backend",
+            Self::Db => "db",
         }
     }
 
@@ -65,6 +66,7 @@ pub struct Stats {
 
 impl Stats {
     /// Counters starting now.
+    #[must_use]
     pub fn new() -> Self {
         Self {
             started: Instant::now(),

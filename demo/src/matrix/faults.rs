@@ -49,6 +49,7 @@ impl MatrixFault {
     ];
 
     /// Its name, as `--faults` spells it.
+    #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
             Self::Slow20s => "slow-20s",
@@ -57,6 +58,7 @@ impl MatrixFault {
     }
 
     /// The kind of fault it is.
+    #[must_use]
     pub const fn kind(self) -> FaultKind {
         match self {
             Self::Slow | Self::Slow20s => FaultKind::Slow,
@@ -73,6 +75,7 @@ impl MatrixFault {
     /// The chain's settings for this fault: `base`'s, with the fault's kind, its default
     /// strength, and its length (the long slowdown's own), the run lasting until 10 s past
     /// its end.
+    #[must_use]
     pub fn chain(self, base: &ChainArgs) -> ChainArgs {
         let mut args = base.clone();
         let fault = &mut args.db.fault;

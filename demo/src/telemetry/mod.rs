@@ -88,7 +88,7 @@ pub fn init(service: &str, run: Arc<CurrentRun>) -> Result<Telemetry> {
     let service = std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| service.to_owned());
     let exporter = exporter()?;
     let resource = Resource::builder()
-        .with_service_name(service.clone())
+        .with_service_name(service)
         .with_attribute(KeyValue::new("openinference.project.name", project()))
         .build();
     let provider = SdkTracerProvider::builder()
@@ -137,9 +137,9 @@ impl Wire {
             .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
             .unwrap_or_default();
         match protocol.trim().to_ascii_lowercase().as_str() {
-            "grpc" => Wire::Grpc,
-            "http/json" => Wire::Http(Protocol::HttpJson),
-            _ => Wire::Http(Protocol::HttpBinary),
+            "grpc" => Self::Grpc,
+            "http/json" => Self::Http(Protocol::HttpJson),
+            _ => Self::Http(Protocol::HttpBinary),
         }
     }
 }

@@ -18,8 +18,9 @@ pub struct GrpcClassifier {
 
 impl GrpcClassifier {
     /// The classifier, honouring both chain signals.
+    #[must_use]
     pub const fn new() -> Self {
-        GrpcClassifier {
+        Self {
             signals: ChainSignals::BOTH,
         }
     }
@@ -28,6 +29,7 @@ impl GrpcClassifier {
     /// or the HTTP statuses read as those) with `x-nresilience-overloaded: 1` ends the call
     /// with that answer (`Overloaded`, C1). Defaults to `true`; `false` classifies it by its
     /// code and pushback alone.
+    #[must_use]
     pub const fn overload_signal(mut self, honour: bool) -> Self {
         self.signals.overloaded = honour;
         self
@@ -36,6 +38,7 @@ impl GrpcClassifier {
     /// Whether an answer that would be retried, with `x-nresilience-retried: N`, ends the
     /// call with that answer (`RetriedBelow`, C6). Defaults to `true`; `false` classifies it
     /// by its code and pushback alone.
+    #[must_use]
     pub const fn retried_signal(mut self, honour: bool) -> Self {
         self.signals.retried = honour;
         self
@@ -50,6 +53,7 @@ impl GrpcClassifier {
     /// The chain's signals count only on a code a client would retry: on `INVALID_ARGUMENT`,
     /// say, they change nothing, and a hop that failed for the caller's own fault is no
     /// evidence against it. Nothing a peer sends makes it panic.
+    #[must_use]
     pub fn classify_response(&self, status: StatusCode, headers: &HeaderMap) -> Verdict {
         let (verdict, retryable_code) = classify_code(status, headers);
         if !retryable_code {
@@ -89,6 +93,7 @@ impl<B, E> Classify<Result<Response<B>, E>> for GrpcClassifier {
 /// The verdict on a gRPC response with HTTP `status` and `headers`, by the table in the
 /// [module docs](super), honouring both chain signals: [`GrpcClassifier::classify_response`]
 /// of [`GrpcClassifier::new`].
+#[must_use]
 pub fn classify_grpc(status: StatusCode, headers: &HeaderMap) -> Verdict {
     GrpcClassifier::new().classify_response(status, headers)
 }

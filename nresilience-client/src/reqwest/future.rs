@@ -118,7 +118,7 @@ where
                     scope,
                     output: (answer, own),
                 } => {
-                    let verdict = classify(this.classifier, &answer);
+                    let verdict = classify(*this.classifier, &answer);
                     let (status, outcome) = match answer {
                         Ok(response) => {
                             let status = response.status();
@@ -226,7 +226,7 @@ fn prepare(
 /// A request reqwest could not build and a redirect loop are `Permanent`: sending it again
 /// cannot fix them. Every other error — connect, I/O, timeout, or an error from a middleware
 /// behind this one — is transient, as in the tower layer.
-fn classify(classifier: &HttpClassifier, answer: &MiddlewareResult) -> Verdict {
+fn classify(classifier: HttpClassifier, answer: &MiddlewareResult) -> Verdict {
     match answer {
         // The wall clock is read only for a retryable status, never on the success path.
         Ok(response) => {

@@ -88,6 +88,7 @@ pub type Error = RetryError<reqwest_middleware::Error>;
 ///
 /// Every error of a call the middleware ran is one; an error from a middleware in front of
 /// it is not.
+#[must_use]
 pub fn retry_error(error: &reqwest_middleware::Error) -> Option<&Error> {
     match error {
         reqwest_middleware::Error::Middleware(error) => error.downcast_ref(),
@@ -133,6 +134,7 @@ impl RetryMiddleware {
     }
 
     /// The policy the middleware retries under.
+    #[must_use]
     pub fn policy(&self) -> &RetryPolicy {
         &self.policy
     }

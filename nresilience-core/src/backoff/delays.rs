@@ -40,6 +40,7 @@ pub struct Delays {
 
 impl Backoff {
     /// This curve's delays for failures of `kind`, as an iterator.
+    #[must_use]
     pub fn delays(&self, kind: RetryKind) -> Delays {
         Delays {
             backoff: self.clone(),

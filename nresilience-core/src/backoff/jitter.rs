@@ -37,13 +37,13 @@ impl Jitter {
     /// ```
     pub fn apply<R: Rng + ?Sized>(self, delay: Duration, rng: &mut R) -> Duration {
         match self {
-            Jitter::Full => uniform_up_to(delay, rng),
-            Jitter::Equal => {
+            Self::Full => uniform_up_to(delay, rng),
+            Self::Equal => {
                 let floor = delay / 2;
                 // `delay - floor` rather than `floor` again, so an odd nanosecond is not lost.
                 floor.saturating_add(uniform_up_to(delay.saturating_sub(floor), rng))
             }
-            Jitter::None => delay,
+            Self::None => delay,
         }
     }
 }

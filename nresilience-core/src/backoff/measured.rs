@@ -42,6 +42,7 @@ impl MeasuredBase {
     /// window (5 min), minimum samples (20) and spread (10).
     ///
     /// `multiple` must be finite and greater than zero; [`validate`](Self::validate) says so.
+    #[must_use]
     pub const fn times(multiple: f64) -> Self {
         Self {
             multiple,
@@ -85,26 +86,31 @@ impl MeasuredBase {
     }
 
     /// How many normal calls the first retry waits.
+    #[must_use]
     pub const fn multiple(&self) -> f64 {
         self.multiple
     }
 
     /// The quantile of recent successful latency that counts as normal.
+    #[must_use]
     pub const fn quantile(&self) -> f64 {
         self.quantile
     }
 
     /// How much recent history the estimate covers.
+    #[must_use]
     pub const fn window(&self) -> Duration {
         self.window
     }
 
     /// How many samples the estimate needs before it applies.
+    #[must_use]
     pub const fn minimum_samples(&self) -> u32 {
         self.minimum_samples
     }
 
     /// How far the measured base may move from the configured one, either way.
+    #[must_use]
     pub const fn spread(&self) -> f64 {
         self.spread
     }
@@ -132,6 +138,7 @@ impl MeasuredBase {
     ///
     /// A value that [`validate`](Self::validate) rejects leaves `configured` alone rather than
     /// panicking or inventing a delay.
+    #[must_use]
     pub fn base_for(&self, configured: Duration, observed: Duration) -> Duration {
         if self.validate().is_err() {
             return configured;

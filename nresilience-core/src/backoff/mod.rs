@@ -62,9 +62,9 @@ pub enum BackoffKind {
 impl BackoffKind {
     const fn name(self) -> &'static str {
         match self {
-            BackoffKind::Exponential => "exponential",
-            BackoffKind::Constant => "constant",
-            BackoffKind::Custom => "custom",
+            Self::Exponential => "exponential",
+            Self::Constant => "constant",
+            Self::Custom => "custom",
         }
     }
 }
@@ -114,6 +114,7 @@ impl Backoff {
     /// Only right when the dependency is not shared; a retry storm against a shared one is
     /// exactly what backoff exists to prevent. The zero cap also caps server pushback;
     /// give it a cap with [`with_maximum_delay`](Self::with_maximum_delay) to honour one.
+    #[must_use]
     pub const fn none() -> Self {
         Self::constant(Duration::ZERO)
     }
@@ -121,6 +122,7 @@ impl Backoff {
     /// An exponential curve with the default terms, to change one `with_*` at a time.
     ///
     /// Transient base 100 ms, throttled base 1 s, factor 2, cap 30 s, [`Jitter::Full`].
+    #[must_use]
     pub const fn exponential() -> Self {
         Self {
             curve: Curve::Exponential,
@@ -138,6 +140,7 @@ impl Backoff {
     ///
     /// An invalid `multiple` is reported by [`validate`](Self::validate); use
     /// [`try_measured`](Self::try_measured) to be told at once.
+    #[must_use]
     pub const fn measured(multiple: f64) -> Self {
         Self::exponential().with_measured_base(Some(MeasuredBase::times(multiple)))
     }
@@ -154,6 +157,7 @@ impl Backoff {
     /// `delay` is both bases and the cap, so a base later raised above it without raising the
     /// cap is clamped back to `delay`. Jitter still applies; add
     /// `.with_jitter(Jitter::None)` for exactly `delay`.
+    #[must_use]
     pub const fn constant(delay: Duration) -> Self {
         Self {
             curve: Curve::Constant,
@@ -242,6 +246,7 @@ impl Backoff {
     }
 
     /// Which curve this is.
+    #[must_use]
     pub const fn kind(&self) -> BackoffKind {
         match self.curve {
             Curve::Exponential => BackoffKind::Exponential,
@@ -252,17 +257,20 @@ impl Backoff {
 
     /// The base delay after a transient failure, as [`compute`](Self::compute) uses it: clamped
     /// to the cap on a constant curve, zero on a custom one.
+    #[must_use]
     pub fn transient_base(&self) -> Duration {
         self.effective_base(self.transient_base)
     }
 
     /// The base delay after a throttled refusal, as [`compute`](Self::compute) uses it: clamped
     /// to the cap on a constant curve, zero on a custom one.
+    #[must_use]
     pub fn throttled_base(&self) -> Duration {
         self.effective_base(self.throttled_base)
     }
 
     /// The growth per attempt; 1 on a constant or custom curve, which do not grow.
+    #[must_use]
     pub const fn factor(&self) -> f64 {
         match self.curve {
             Curve::Exponential => self.factor,
@@ -271,6 +279,7 @@ impl Backoff {
     }
 
     /// The cap on any single delay; `None` when there is none, as on a custom curve.
+    #[must_use]
     pub const fn maximum_delay(&self) -> Option<Duration> {
         match self.curve {
             Curve::Custom(_) => None,
@@ -279,6 +288,7 @@ impl Backoff {
     }
 
     /// The randomness applied to each delay; [`Jitter::None`] on a custom curve.
+    #[must_use]
     pub const fn jitter(&self) -> Jitter {
         match self.curve {
             Curve::Custom(_) => Jitter::None,
@@ -287,6 +297,7 @@ impl Backoff {
     }
 
     /// The measured-base configuration, if any; `None` on a custom curve.
+    #[must_use]
     pub const fn measured_base(&self) -> Option<MeasuredBase> {
         match self.curve {
             Curve::Custom(_) => None,
@@ -329,6 +340,7 @@ impl Backoff {
     ///
     /// A curve with a [`MeasuredBase`] answers with its configured, unmeasured base here: the
     /// estimate lives in the executor, which calls [`compute_with_base`](Self::compute_with_base).
+    #[must_use]
     pub fn compute(&self, next: &NextAttempt) -> Duration {
         self.compute_with_base(next, None, &mut rand::rng())
     }

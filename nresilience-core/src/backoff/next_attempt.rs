@@ -37,6 +37,7 @@ impl NextAttempt {
     /// The `attempt`-th attempt of a call, retried because of `kind`.
     ///
     /// Attempts count from 1, so the first retry is attempt 2; 0 and 1 are served as 2.
+    #[must_use]
     pub const fn new(attempt: u32, kind: RetryKind) -> Self {
         Self {
             attempt,
@@ -54,16 +55,19 @@ impl NextAttempt {
     }
 
     /// The number of the attempt about to be made; the first retry is 2.
+    #[must_use]
     pub const fn attempt(&self) -> u32 {
         self.attempt
     }
 
     /// Why the previous attempt is being retried.
+    #[must_use]
     pub const fn kind(&self) -> RetryKind {
         self.kind
     }
 
     /// The server's pushback, if it sent one.
+    #[must_use]
     pub const fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }

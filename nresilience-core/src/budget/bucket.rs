@@ -240,14 +240,13 @@ impl TokenBucket {
         if elapsed >= self.fill_nanos {
             return self.capacity;
         }
-        match elapsed.checked_mul(self.rate) {
-            Some(product) => product / NANOS_PER_SECOND,
+        if let Some(product) = elapsed.checked_mul(self.rate) {
+            product / NANOS_PER_SECOND
+        } else {
             // `elapsed < fill_nanos` bounds the product by capacity × 10⁹ plus one second
             // of rate, far inside `u128`.
-            None => {
-                let product = u128::from(elapsed) * u128::from(self.rate);
-                u64::try_from(product / u128::from(NANOS_PER_SECOND)).unwrap_or(self.capacity)
-            }
+            let product = u128::from(elapsed) * u128::from(self.rate);
+            u64::try_from(product / u128::from(NANOS_PER_SECOND)).unwrap_or(self.capacity)
         }
     }
 }

@@ -60,6 +60,7 @@ pub enum RetryBudget {
 
 impl RetryBudget {
     /// A private bucket with the default options.
+    #[must_use]
     pub const fn automatic() -> Self {
         Self::Automatic(BudgetOptions::new())
     }
@@ -70,6 +71,7 @@ impl RetryBudget {
     }
 
     /// The same placement with other options; `None` stays `None`.
+    #[must_use]
     pub fn with_options(self, options: BudgetOptions) -> Self {
         match self {
             Self::Automatic(_) => Self::Automatic(options),
@@ -79,6 +81,7 @@ impl RetryBudget {
     }
 
     /// The bucket options, if the budget is on.
+    #[must_use]
     pub fn options(&self) -> Option<BudgetOptions> {
         match self {
             Self::Automatic(options) | Self::Shared(_, options) => Some(*options),

@@ -42,6 +42,7 @@ pub const MAX_CAPACITY: f64 = 1_000_000_000.0;
 
 impl BudgetOptions {
     /// The options with every default: fraction `0.1`, floor `3.0`/s, capacity `30`.
+    #[must_use]
     pub const fn new() -> Self {
         Self {
             fraction: 0.1,
@@ -54,6 +55,7 @@ impl BudgetOptions {
     ///
     /// There is no zero fraction: a budget that is off is
     /// [`RetryBudget::None`](super::RetryBudget::None). Defaults to `0.1`.
+    #[must_use]
     pub const fn fraction(mut self, fraction: f64) -> Self {
         self.fraction = fraction;
         self
@@ -62,6 +64,7 @@ impl BudgetOptions {
     /// Tokens per second the bucket refills regardless of traffic, `>= 0`.
     ///
     /// With `0`, successful attempts are the only source of tokens. Defaults to `3.0`.
+    #[must_use]
     pub const fn minimum_per_second(mut self, minimum_per_second: f64) -> Self {
         self.minimum_per_second = minimum_per_second;
         self
@@ -70,12 +73,14 @@ impl BudgetOptions {
     /// The most tokens the bucket can hold, `>= 1`.
     ///
     /// Defaults to ten seconds of the floor, never below one token.
+    #[must_use]
     pub const fn capacity(mut self, capacity: f64) -> Self {
         self.capacity = Some(capacity);
         self
     }
 
     /// The capacity the bucket will have: the explicit one, or `max(10 × floor, 1)`.
+    #[must_use]
     pub fn effective_capacity(&self) -> f64 {
         self.capacity
             .unwrap_or_else(|| (10.0 * self.minimum_per_second).max(1.0))
@@ -123,6 +128,7 @@ impl InvalidBudget {
     }
 
     /// Why the configuration was rejected.
+    #[must_use]
     pub fn reason(&self) -> &str {
         &self.reason
     }

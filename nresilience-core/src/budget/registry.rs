@@ -82,7 +82,7 @@ mod tests {
 
         let shared = RetryBudget::shared("b10-shared-placement");
         let c = shared.make_bucket(now).unwrap().unwrap();
-        let d = shared.clone().make_bucket(now).unwrap().unwrap();
+        let d = shared.make_bucket(now).unwrap().unwrap();
         assert!(Arc::ptr_eq(&c, &d));
 
         assert!(RetryBudget::None.make_bucket(now).unwrap().is_none());

@@ -17,7 +17,7 @@ impl Budget for TokenBucket {
     /// A success: deposits a fraction of a token, as
     /// [`TokenBucket::deposit`](TokenBucket::deposit) does, now.
     fn deposit(&self) {
-        TokenBucket::deposit(self, clock::now());
+        Self::deposit(self, clock::now());
     }
 
     /// A retry: withdraws a token now, `false` when the bucket refuses it.

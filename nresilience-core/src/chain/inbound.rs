@@ -41,8 +41,9 @@ pub struct Inbound {
 
 impl Inbound {
     /// Nothing said: no deadline, the first hop.
+    #[must_use]
     pub const fn new() -> Self {
-        Inbound {
+        Self {
             deadline: None,
             depth: 0,
             attempts: 1,
@@ -51,24 +52,28 @@ impl Inbound {
     }
 
     /// How much the caller is waiting on the answer.
+    #[must_use]
     pub const fn criticality(mut self, criticality: Option<Criticality>) -> Self {
         self.criticality = criticality;
         self
     }
 
     /// The instant the caller stops waiting.
+    #[must_use]
     pub const fn deadline(mut self, deadline: Option<Instant>) -> Self {
         self.deadline = deadline;
         self
     }
 
     /// The hops above this one.
+    #[must_use]
     pub const fn depth(mut self, depth: u32) -> Self {
         self.depth = depth;
         self
     }
 
     /// The attempts the calls above could make to reach this hop.
+    #[must_use]
     pub const fn attempts(mut self, attempts: u32) -> Self {
         self.attempts = attempts;
         self
@@ -83,6 +88,7 @@ impl Default for Inbound {
 
 /// What the request being served said, if this runs while serving one.
 #[inline]
+#[must_use]
 pub fn inbound() -> Option<Inbound> {
     scope::current()
 }
@@ -116,6 +122,7 @@ pub fn serving_sync<R>(inbound: Inbound, f: impl FnOnce() -> R) -> R {
 }
 
 /// `now` plus what the caller said it will wait.
+#[must_use]
 pub fn deadline_from(now: Instant, left: Duration) -> Instant {
     clock::after(now, left)
 }

@@ -48,7 +48,7 @@ const OVERLOADED: u64 = 2;
 
 impl Default for Learned {
     fn default() -> Self {
-        Learned {
+        Self {
             retry_after: None,
             bits: NonZeroU64::MIN,
         }
@@ -58,11 +58,13 @@ impl Default for Learned {
 impl Learned {
     /// Whether a call was refused by its retry budget or circuit breaker, or was answered
     /// with a dependency's overload signal.
+    #[must_use]
     pub fn overloaded(&self) -> bool {
         self.bits.get() & OVERLOADED != 0
     }
 
     /// The longest wait a refusal's hint asked for, when an overload was learned with one.
+    #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
             .map(|nanos| Duration::from_nanos(nanos.get() - 1))
@@ -70,6 +72,7 @@ impl Learned {
 
     /// The most attempts a call made that failed after retrying, or that a dependency
     /// answered as already retried; `None` when no call did.
+    #[must_use]
     pub fn retried(&self) -> Option<u32> {
         Some(self.attempts()).filter(|&attempts| attempts > 0)
     }

@@ -21,13 +21,11 @@ pub enum Signal {
 impl StopReason {
     /// Whether a call that stopped so was refused for overload, here or below.
     #[inline]
+    #[must_use]
     pub const fn is_overload(self) -> bool {
         matches!(
             self,
-            StopReason::BudgetExhausted
-                | StopReason::BreakerOpen
-                | StopReason::Saturated
-                | StopReason::Overloaded
+            Self::BudgetExhausted | Self::BreakerOpen | Self::Saturated | Self::Overloaded
         )
     }
 
@@ -45,13 +43,14 @@ impl StopReason {
     /// assert_eq!(StopReason::DeadlineExceeded.signal(3), None);
     /// ```
     #[inline]
+    #[must_use]
     pub const fn signal(self, attempts: u32) -> Option<Signal> {
         if self.is_overload() {
             return Some(Signal::Overloaded);
         }
         match self {
-            StopReason::AttemptsExhausted if attempts > 1 => Some(Signal::Retried { attempts }),
-            StopReason::RetriedBelow => Some(Signal::Retried {
+            Self::AttemptsExhausted if attempts > 1 => Some(Signal::Retried { attempts }),
+            Self::RetriedBelow => Some(Signal::Retried {
                 attempts: if attempts > 1 { attempts } else { 1 },
             }),
             _ => None,

@@ -25,6 +25,7 @@ pub struct CallRejected {
 
 impl CallRejected {
     /// A refusal for `reason` with its hint.
+    #[must_use]
     pub const fn new(reason: RejectReason, retry_after: Option<Duration>) -> Self {
         Self {
             reason,
@@ -187,6 +188,7 @@ impl InvalidPolicy {
     }
 
     /// Why the configuration was rejected.
+    #[must_use]
     pub fn reason(&self) -> &str {
         &self.reason
     }

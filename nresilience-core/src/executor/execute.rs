@@ -84,18 +84,17 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let (call, first) = match this.call {
-            Some(call) => (call, None),
-            None => {
-                // The first attempt starts when the call does: one clock read serves both.
-                let started = clock::now();
-                let call = this
-                    .call
-                    .insert(Call::start(this.policy, started, CallOptions::new()));
-                *this.span = call.span().clone();
-                let first = call.next(started);
-                (call, Some(first))
-            }
+        let (call, first) = if let Some(call) = this.call {
+            (call, None)
+        } else {
+            // The first attempt starts when the call does: one clock read serves both.
+            let started = clock::now();
+            let call = this
+                .call
+                .insert(Call::start(this.policy, started, CallOptions::new()));
+            *this.span = call.span().clone();
+            let first = call.next(started);
+            (call, Some(first))
         };
         let _entered = this.span.enter();
         let (classifier, attempt, flights) = (*this.classifier, this.attempt, this.flights);

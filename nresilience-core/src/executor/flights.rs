@@ -141,6 +141,7 @@ impl<F, S> Default for Flights<F, S> {
 
 impl<F: Future, S: AttemptScope> Flights<F, S> {
     /// Nothing in flight.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
@@ -237,7 +238,7 @@ impl<F: Future, S: AttemptScope> Flights<F, S> {
             std::task::ready!(this.timer.as_mut().poll(cx));
             return Poll::Ready(FlightEvent::Woke);
         }
-        let cut = earliest_cut(this.first_of, this.hedges);
+        let cut = earliest_cut(this.first_of.as_ref(), this.hedges.as_deref());
         let wake = match (cut, hedge_at) {
             (Some((_, cut)), Some(hedge_at)) => Some(cut.min(hedge_at)),
             (cut, hedge_at) => cut.map(|(_, cut)| cut).or(hedge_at),
@@ -268,7 +269,7 @@ impl<F: Future, S: AttemptScope> Flights<F, S> {
                 return Poll::Ready(FlightEvent::HedgeDue(clock::now().max(hedge_at)))
             }
             // A timer set to nothing never fires; a cut with no hedge is taken above.
-            (None, None) | (Some(_), None) => return Poll::Pending,
+            (None | Some(_), None) => return Poll::Pending,
         };
         Poll::Ready(FlightEvent::Cut { attempt, scope })
     }
@@ -278,11 +279,10 @@ impl<F: Future, S: AttemptScope> Flights<F, S> {
 /// hedge by its place.
 #[inline]
 fn earliest_cut<F, S>(
-    first: &Option<(Attempt, S)>,
-    hedges: &Option<Box<Hedges<F, S>>>,
+    first: Option<&(Attempt, S)>,
+    hedges: Option<&Hedges<F, S>>,
 ) -> Option<(Option<usize>, Instant)> {
     let mut earliest = first
-        .as_ref()
         .and_then(|(attempt, _)| attempt.cut_at())
         .map(|cut| (None, cut));
     for (at, flight) in hedges.iter().flat_map(|hedges| hedges.iter().enumerate()) {

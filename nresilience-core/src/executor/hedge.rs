@@ -38,6 +38,7 @@ enum Trigger {
 
 impl Hedge {
     /// Hedges an attempt that has not answered after `delay`.
+    #[must_use]
     pub const fn after(delay: Duration) -> Self {
         Self {
             trigger: Trigger::After(delay),
@@ -46,6 +47,7 @@ impl Hedge {
 
     /// Hedges an attempt that has taken longer than the `quantile` (in `(0, 1)`) of recent
     /// successful attempts; no hedge until the window holds its samples.
+    #[must_use]
     pub const fn at_quantile(quantile: f64) -> Self {
         Self {
             trigger: Trigger::Quantile(quantile),
@@ -53,6 +55,7 @@ impl Hedge {
     }
 
     /// The fixed delay, when the trigger is one.
+    #[must_use]
     pub const fn delay(&self) -> Option<Duration> {
         match self.trigger {
             Trigger::After(delay) => Some(delay),
@@ -61,6 +64,7 @@ impl Hedge {
     }
 
     /// The quantile of recent latency, when the trigger is one.
+    #[must_use]
     pub const fn quantile(&self) -> Option<f64> {
         match self.trigger {
             Trigger::After(_) => None,

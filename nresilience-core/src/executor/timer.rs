@@ -39,6 +39,7 @@ pin_project! {
 
 impl Timer {
     /// A timer set to nothing.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }

@@ -27,6 +27,7 @@ impl Admission {
     /// attempts ahead over the rate the dependency finishes them. `None` while it cannot, and
     /// while the dependency finishes none (a stall is not a queue).
     #[cfg(any(test, feature = "test-support"))]
+    #[must_use]
     pub fn expected_wait(&self) -> Option<Duration> {
         self.wait
     }
@@ -34,6 +35,7 @@ impl Admission {
     /// Whether the dependency had answered with an overload signal or a throttle within the
     /// last window when the attempt was admitted.
     #[cfg(any(test, feature = "test-support"))]
+    #[must_use]
     pub fn overloaded(&self) -> bool {
         self.overloaded
     }
@@ -45,6 +47,7 @@ impl Admission {
     /// dependency will do anyway, or a retry that meets the same stall, and the retry queues
     /// behind it: the measured ceiling (E5) must not cut what the expected wait (O1) says is
     /// queueing. One attempt stuck alone is still cut.
+    #[must_use]
     pub fn outlasts(&self, ceiling: Duration) -> bool {
         self.overloaded || self.stalled || self.wait.is_some_and(|wait| wait > ceiling)
     }

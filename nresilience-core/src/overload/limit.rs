@@ -146,7 +146,8 @@ impl Limit {
             }
             LimitAlgorithm::Aimd if slot.cuts > 0 => self.value * BACKOFF_RATIO,
             LimitAlgorithm::Aimd if used => self.value + 1.0,
-            LimitAlgorithm::Aimd => return,
+            // Accumulation's limit moved above, on the window's counts.
+            LimitAlgorithm::Aimd | LimitAlgorithm::Accumulation => return,
             LimitAlgorithm::Vegas => {
                 let Some(no_load) = no_load else {
                     return;
@@ -165,7 +166,6 @@ impl Limit {
                     return;
                 }
             }
-            LimitAlgorithm::Accumulation => return,
         };
         self.value = next.clamp(self.floor, self.max);
     }

@@ -34,6 +34,7 @@ impl LimitAlgorithm {
     pub const ALL: [Self; 4] = [Self::Accumulation, Self::Gradient, Self::Aimd, Self::Vegas];
 
     /// Its name: `accumulation`, `gradient`, `aimd` or `vegas`.
+    #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
             Self::Accumulation => "accumulation",
@@ -85,6 +86,7 @@ impl OverloadControl {
     /// The defaults: a floor of 20 attempts in flight (Gradient2's), at most 1,000, completions
     /// counted over the last second, the [`Accumulation`](LimitAlgorithm::Accumulation)
     /// algorithm, which starts unbound.
+    #[must_use]
     pub const fn new() -> Self {
         Self {
             floor: 20,
@@ -97,6 +99,7 @@ impl OverloadControl {
 
     /// The fewest attempts in flight the limit allows, however slow the dependency: enough
     /// that its recovery is seen. At least 1.
+    #[must_use]
     pub const fn floor(mut self, attempts: u32) -> Self {
         self.floor = attempts;
         self
@@ -105,12 +108,14 @@ impl OverloadControl {
     /// The limit a dependency starts with, from the floor to the maximum. Defaults to the
     /// algorithm's own start: the maximum for [`Accumulation`](LimitAlgorithm::Accumulation),
     /// which binds only once work accumulates, the floor for the latency-based ones.
+    #[must_use]
     pub const fn initial(mut self, attempts: u32) -> Self {
         self.initial = Some(attempts);
         self
     }
 
     /// The most attempts in flight the limit ever allows.
+    #[must_use]
     pub const fn max(mut self, attempts: u32) -> Self {
         self.max = attempts;
         self
@@ -118,23 +123,27 @@ impl OverloadControl {
 
     /// How far back completions are counted for the completion rate, and latency for the
     /// limit: from 100 ms to a minute. The limit adapts ten times per window.
+    #[must_use]
     pub const fn window(mut self, window: Duration) -> Self {
         self.window = window;
         self
     }
 
     /// How the limit adapts.
+    #[must_use]
     pub const fn algorithm(mut self, algorithm: LimitAlgorithm) -> Self {
         self.algorithm = algorithm;
         self
     }
 
     /// The floor.
+    #[must_use]
     pub const fn floor_value(&self) -> u32 {
         self.floor
     }
 
     /// The starting limit.
+    #[must_use]
     pub const fn initial_value(&self) -> u32 {
         match (self.initial, self.algorithm) {
             (Some(initial), _) => initial,
@@ -144,16 +153,19 @@ impl OverloadControl {
     }
 
     /// The maximum limit.
+    #[must_use]
     pub const fn max_value(&self) -> u32 {
         self.max
     }
 
     /// The window.
+    #[must_use]
     pub const fn window_value(&self) -> Duration {
         self.window
     }
 
     /// The algorithm.
+    #[must_use]
     pub const fn algorithm_value(&self) -> LimitAlgorithm {
         self.algorithm
     }

@@ -79,6 +79,7 @@ struct NoLoad {
 
 impl LoadTracker {
     /// A tracker with nothing held, at `now`; `control` must be valid (a policy checks it).
+    #[must_use]
     pub fn new(control: OverloadControl, now: Instant) -> Self {
         Self::of(control, None, now)
     }

@@ -98,7 +98,7 @@ impl Capture {
 struct CaptureLayer;
 
 impl CaptureLayer {
-    fn with_state(&self, f: impl FnOnce(&mut State)) {
+    fn with_state(f: impl FnOnce(&mut State)) {
         CURRENT.with(|c| {
             if let Some(state) = c.borrow().as_ref() {
                 f(&mut state.lock().unwrap());
@@ -146,7 +146,7 @@ where
         captured.parent = ctx
             .span(id)
             .and_then(|s| s.parent().map(|p| p.name().to_owned()));
-        self.with_state(|state| {
+        Self::with_state(|state| {
             let index = state.spans.len();
             state.spans.push(captured);
             state.live.insert(id.into_u64(), index);
@@ -154,7 +154,7 @@ where
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
-        self.with_state(|state| {
+        Self::with_state(|state| {
             if let Some(&index) = state.live.get(&id.into_u64()) {
                 values.record(&mut Fields(&mut state.spans[index].fields));
             }
@@ -165,7 +165,7 @@ where
         let mut fields = HashMap::new();
         event.record(&mut Fields(&mut fields));
         let name = fields.remove("message").unwrap_or_default();
-        self.with_state(|state| {
+        Self::with_state(|state| {
             state.events.push(Captured {
                 name,
                 fields,

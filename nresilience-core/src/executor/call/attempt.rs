@@ -35,28 +35,33 @@ pub struct Attempt {
 
 impl Attempt {
     /// The attempt's number: 1 for the first, 2 for the first retry.
+    #[must_use]
     pub fn number(&self) -> u32 {
         self.number
     }
 
     /// Whether this attempt is a retry or a hedge: any attempt after the first.
+    #[must_use]
     pub fn is_retry(&self) -> bool {
         self.number > 1
     }
 
     /// Whether this attempt is a hedge, started beside attempts still in flight (HG1).
+    #[must_use]
     pub fn is_hedge(&self) -> bool {
         self.hedge
     }
 
     /// The time this attempt may take, if bounded: the attempt timeout, the measured
     /// ceiling and the deadline, whichever comes first.
+    #[must_use]
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout
     }
 
     /// When the driver cuts the attempt, if ever: then
     /// [`Call::timed_out`](crate::call::Call::timed_out).
+    #[must_use]
     pub fn cut_at(&self) -> Option<Instant> {
         self.cut_at
     }
@@ -172,12 +177,11 @@ impl<E> Call<E> {
         left: Option<Duration>,
     ) -> Option<Instant> {
         let room_in = saturated.room_in?.max(MIN_WAIT);
-        let until = match self.waiting.as_deref() {
-            Some(waiting) => waiting.until,
-            None => {
-                let margin = self.policy.estimate(now).typical().unwrap_or(MIN_WAIT);
-                clock::after(now, left?.checked_sub(margin)?)
-            }
+        let until = if let Some(waiting) = self.waiting.as_deref() {
+            waiting.until
+        } else {
+            let margin = self.policy.estimate(now).typical().unwrap_or(MIN_WAIT);
+            clock::after(now, left?.checked_sub(margin)?)
         };
         let next = clock::after(now, room_in).min(until);
         if next >= until {

@@ -48,21 +48,22 @@ impl<E> Call<E> {
         let (attempt, pause_ms) = (i64::from(self.attempts), pause.as_millis() as u64);
         // The budget or breaker at work is not a fault: INFO, and the call's span carries
         // the outcome.
-        match reason {
-            RejectReason::BudgetExhausted => tracing::event!(
+        if reason == RejectReason::BudgetExhausted {
+            tracing::event!(
                 parent: &self.span,
                 Level::INFO,
                 attempt,
                 pause_ms,
                 "nresilience.budget_exhausted"
-            ),
-            _ => tracing::event!(
+            )
+        } else {
+            tracing::event!(
                 parent: &self.span,
                 Level::INFO,
                 attempt,
                 pause_ms,
                 "nresilience.breaker_open"
-            ),
+            )
         }
         Step::Sleep(clock::after(now, pause))
     }

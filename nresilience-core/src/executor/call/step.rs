@@ -24,6 +24,7 @@ impl Default for CallOptions<'_> {
 
 impl<'a> CallOptions<'a> {
     /// A call that may retry as far as its policy allows, charged to the policy's bucket.
+    #[must_use]
     pub fn new() -> Self {
         Self {
             may_retry: true,
@@ -37,6 +38,7 @@ impl<'a> CallOptions<'a> {
     /// Makes this one call a single attempt (a request that cannot be replayed, a
     /// non-idempotent method) when `false`. It still deposits on success, and it is never
     /// reported as a nested retry. Defaults to `true` (the call may retry).
+    #[must_use]
     pub fn may_retry(mut self, may_retry: bool) -> Self {
         self.may_retry = may_retry;
         self
@@ -46,12 +48,14 @@ impl<'a> CallOptions<'a> {
     /// a request whose sender may retry it): when the call may retry, it is reported as
     /// nested, with the source `header`, even outside any nesting context. Defaults to
     /// `false`.
+    #[must_use]
     pub fn marked(mut self, marked: bool) -> Self {
         self.marked = marked;
         self
     }
 
     /// What the call targets (a host), for the `NestedRetry` span. Defaults to none.
+    #[must_use]
     pub fn target(mut self, target: &'a str) -> Self {
         self.target = Some(target);
         self
@@ -59,6 +63,7 @@ impl<'a> CallOptions<'a> {
 
     /// The call's method (an HTTP method, a gRPC path), for the `NestedRetry` span.
     /// Defaults to none.
+    #[must_use]
     pub fn method(mut self, method: &'a str) -> Self {
         self.method = Some(method);
         self
@@ -69,6 +74,7 @@ impl<'a> CallOptions<'a> {
     /// the retries of another. A `Shared` budget is the one bucket whatever the key. With
     /// overload control on, the key names the dependency whose load the call's attempts
     /// count in (O1, O2). Defaults to the policy's own bucket and load.
+    #[must_use]
     pub fn key(mut self, key: &'a str) -> Self {
         self.key = Some(key);
         self

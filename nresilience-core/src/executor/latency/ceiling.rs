@@ -54,6 +54,7 @@ pub struct AttemptCeiling {
 
 impl AttemptCeiling {
     /// The defaults: 3 × p95 over 5 minutes, ≥ 20 samples, ≥ 50 ms, refreshed every second.
+    #[must_use]
     pub const fn new() -> Self {
         Self {
             multiple: 3.0,
@@ -69,6 +70,7 @@ impl AttemptCeiling {
     /// The original library's ceiling: the same terms, refitted once per 75-second slice, and
     /// fed by successful attempts only. A brownout meets a ceiling fitted to healthy latency;
     /// once every attempt outlasts it, none succeeds and the ceiling never rises.
+    #[must_use]
     pub const fn original() -> Self {
         Self::new()
             .refresh(Duration::from_secs(75))
@@ -76,30 +78,35 @@ impl AttemptCeiling {
     }
 
     /// How many times the measured latency an attempt may take. Defaults to `3`.
+    #[must_use]
     pub const fn multiple(mut self, multiple: f64) -> Self {
         self.multiple = multiple;
         self
     }
 
     /// The quantile of successful attempt durations measured, in `(0, 1)`. Defaults to `0.95`.
+    #[must_use]
     pub const fn quantile(mut self, quantile: f64) -> Self {
         self.quantile = quantile;
         self
     }
 
     /// How much history the estimate covers. Defaults to 5 minutes.
+    #[must_use]
     pub const fn window(mut self, window: Duration) -> Self {
         self.window = window;
         self
     }
 
     /// Successful attempts in the window before the ceiling applies. Defaults to `20`.
+    #[must_use]
     pub const fn minimum_samples(mut self, minimum_samples: u32) -> Self {
         self.minimum_samples = minimum_samples;
         self
     }
 
     /// The lowest ceiling ever applied. Defaults to 50 ms.
+    #[must_use]
     pub const fn floor(mut self, floor: Duration) -> Self {
         self.floor = floor;
         self
@@ -109,6 +116,7 @@ impl AttemptCeiling {
     ///
     /// A long refresh freezes the ceiling fitted to healthy latency while a brownout starts,
     /// which cuts many of the brownout's attempts; a short one follows the latency up.
+    #[must_use]
     pub const fn refresh(mut self, refresh: Duration) -> Self {
         self.refresh = refresh;
         self
@@ -122,12 +130,14 @@ impl AttemptCeiling {
     /// put it for as long as the slowdown lasts — a queue in front of a slowed dependency
     /// does that. With the cut attempts counted, it climbs, at most tripling per refresh and
     /// never past the attempt timeout, until attempts complete again.
+    #[must_use]
     pub const fn learn_from_cuts(mut self, learn: bool) -> Self {
         self.learn_from_cuts = learn;
         self
     }
 
     /// The ceiling for a measured quantile latency: `multiple × measured`, at least the floor.
+    #[must_use]
     pub fn ceiling_for(&self, measured: Duration) -> Duration {
         let scaled = measured.as_secs_f64() * self.multiple;
         let scaled = Duration::try_from_secs_f64(scaled).unwrap_or(Duration::MAX);

@@ -57,12 +57,12 @@ impl Default for Estimate {
 pub(crate) struct Nanos(pub(crate) u64);
 
 impl Nanos {
-    pub(crate) const NONE: Nanos = Nanos(u64::MAX);
+    pub(crate) const NONE: Self = Self(u64::MAX);
 
     fn of(duration: Option<Duration>) -> Self {
         // Past 584 years is past any deadline: saturated one short of `NONE`.
         duration.map_or(Self::NONE, |d| {
-            Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1))
+            Self(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1))
         })
     }
 

@@ -77,7 +77,7 @@ struct Slice {
 }
 
 impl Slice {
-    const EMPTY: Slice = Slice {
+    const EMPTY: Self = Self {
         epoch: 0,
         total: 0,
         counts: [0; BUCKETS],
@@ -93,6 +93,7 @@ impl LatencyWindow {
     ///
     /// Answers need at least 20 samples in the window; see
     /// [`with_minimum_samples`](Self::with_minimum_samples).
+    #[must_use]
     pub fn new(window: Duration, now: Instant) -> Self {
         // A zero slice would divide by zero; one nanosecond makes a zero window forget
         // everything at once instead.
@@ -120,6 +121,7 @@ impl LatencyWindow {
     }
 
     /// How many samples [`quantile`](Self::quantile) needs before it answers.
+    #[must_use]
     pub fn minimum_samples(&self) -> u32 {
         self.minimum_samples
     }
@@ -148,6 +150,7 @@ impl LatencyWindow {
     /// The latency at quantile `q` (0.95 for p95) of the samples in the window at `now`, or
     /// `None` while it holds fewer than [`minimum_samples`](Self::minimum_samples), or if `q`
     /// is NaN. `q` is clamped to `[0, 1]`.
+    #[must_use]
     pub fn quantile(&self, q: f64, now: Instant) -> Option<Duration> {
         if q.is_nan() {
             return None;
@@ -174,6 +177,7 @@ impl LatencyWindow {
     }
 
     /// How many samples the window holds at `now`.
+    #[must_use]
     pub fn count(&self, now: Instant) -> u64 {
         let current = self.epoch(self.latest.max(now));
         self.slices

@@ -30,6 +30,7 @@
 //! # }
 //! ```
 
+mod assembly;
 mod builder;
 
 use std::borrow::Cow;
@@ -40,13 +41,11 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 
 pub(crate) use crate::executor::latency::estimates::Estimate;
-use crate::executor::latency::estimates::Estimates;
 use crate::executor::latency::latest::Latest;
 pub use builder::RetryPolicyBuilder;
 
 use crate::backoff::{Backoff, NextAttempt};
 use crate::budget::{KeyedBuckets, RetryBudget, TokenBucket, DEFAULT_MAX_KEYS};
-use crate::clock;
 use crate::criticality::Criticality;
 use crate::executor::hedge::Hedge;
 use crate::executor::latency::ceiling::AttemptCeiling;
@@ -139,56 +138,67 @@ impl RetryPolicy {
     }
 
     /// The policy's name, used on spans and as the `nresilience.policy` tag.
+    #[must_use]
     pub fn name(&self) -> &str {
         self.inner.config.name.as_deref().unwrap_or("default")
     }
 
     /// The most attempts a call makes, the first included.
+    #[must_use]
     pub fn max_attempts(&self) -> u32 {
         self.inner.config.max_attempts
     }
 
     /// Whether a call under this policy may retry at all.
+    #[must_use]
     pub fn may_retry(&self) -> bool {
         self.inner.config.max_attempts > 1
     }
 
     /// The overall deadline of a call, if any.
+    #[must_use]
     pub fn deadline(&self) -> Option<Duration> {
         self.inner.config.deadline
     }
 
     /// Whether a call inherits the deadline of the request being served.
+    #[must_use]
     pub fn inherits_deadline(&self) -> bool {
         self.inner.config.inherit_deadline
     }
 
     /// The timeout of one attempt, if any (before the measured ceiling tightens it).
+    #[must_use]
     pub fn attempt_timeout(&self) -> Option<Duration> {
         self.inner.config.attempt_timeout
     }
 
     /// The measured attempt ceiling, if on.
+    #[must_use]
     pub fn attempt_ceiling(&self) -> Option<AttemptCeiling> {
         self.inner.config.attempt_ceiling
     }
 
     /// The backoff curve.
+    #[must_use]
     pub fn backoff(&self) -> &Backoff {
         &self.inner.config.backoff
     }
 
     /// Where the policy's bucket lives.
+    #[must_use]
     pub fn budget(&self) -> &RetryBudget {
         &self.inner.config.budget
     }
 
     /// The criticality of the policy's calls.
+    #[must_use]
     pub fn criticality(&self) -> Criticality {
         self.inner.config.criticality
     }
 
     /// Whether a call takes its criticality from the request being served.
+    #[must_use]
     pub fn ambient_criticality(&self) -> bool {
         self.inner.config.ambient_criticality
     }
@@ -199,6 +209,7 @@ impl RetryPolicy {
     /// For `Automatic` this bucket is private to this policy and its clones; for `Shared` it
     /// is the process-wide bucket of that name.
     #[inline]
+    #[must_use]
     pub fn bucket(&self, now: Instant) -> Option<&Arc<TokenBucket>> {
         self.inner
             .buckets
@@ -212,6 +223,7 @@ impl RetryPolicy {
     /// `Automatic` budget, `key`'s own, from a table of at most 1,024 keys shared by this
     /// policy's clones (the least recently used key is forgotten first); otherwise the
     /// policy's [`bucket`](Self::bucket).
+    #[must_use]
     pub fn keyed_bucket(&self, key: &str, now: Instant) -> Option<Arc<TokenBucket>> {
         let keyed = self
             .inner
@@ -234,16 +246,19 @@ impl RetryPolicy {
     }
 
     /// This process's rate limiter in front of every attempt, if any.
+    #[must_use]
     pub fn rate_limiter(&self) -> Option<&RateLimiter> {
         self.inner.config.rate_limiter.as_ref().map(|s| &*s.0)
     }
 
     /// The circuit breaker in front of every attempt, if any.
+    #[must_use]
     pub fn circuit_breaker(&self) -> Option<&CircuitBreaker> {
         self.inner.config.circuit_breaker.as_ref().map(|s| &*s.0)
     }
 
     /// Overload control for the policy's dependencies, if on (O1, O2).
+    #[must_use]
     pub fn overload_control(&self) -> Option<&OverloadControl> {
         self.inner.config.overload_control.as_ref()
     }
@@ -284,6 +299,7 @@ impl RetryPolicy {
     }
 
     /// When a call under this policy hedges (HG1), if it does.
+    #[must_use]
     pub fn hedge(&self) -> Option<Hedge> {
         self.inner.config.hedge
     }
@@ -364,128 +380,5 @@ impl Default for RetryPolicy {
     /// The default policy; see [`RetryPolicy::builder`].
     fn default() -> Self {
         Self::from_config(builder::default_config(), None)
-    }
-}
-
-impl RetryPolicy {
-    /// A builder holding this policy's settings, whose `build` keeps this policy's state: a
-    /// configuration reload that leaves the budget alone keeps its bucket and its traffic
-    /// history, and one that leaves the ceiling and measured base alone keeps the
-    /// latency estimate.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use std::time::Instant;
-    /// use nresilience_core::RetryPolicy;
-    ///
-    /// let now = Instant::now();
-    /// let policy = RetryPolicy::builder().name("payments").build()?;
-    /// let reloaded = policy.reconfigure().max_attempts(5).build()?;
-    /// assert!(Arc::ptr_eq(policy.bucket(now).unwrap(), reloaded.bucket(now).unwrap()));
-    /// # Ok::<(), nresilience_core::InvalidPolicy>(())
-    /// ```
-    pub fn reconfigure(&self) -> RetryPolicyBuilder {
-        RetryPolicyBuilder::from_policy(self, true)
-    }
-
-    /// A builder holding this policy's settings and none of its state: its `build` makes a
-    /// policy with new buckets and an empty latency estimate, as if built from the same
-    /// settings anew (two policies from one preset do not share a bucket).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use std::time::Instant;
-    /// use nresilience_core::RetryPolicy;
-    ///
-    /// let now = Instant::now();
-    /// let preset = RetryPolicy::builder().name("inventory").build()?;
-    /// let other = preset.to_builder().build()?;
-    /// assert_eq!(preset, other); // the same settings ...
-    /// assert!(!Arc::ptr_eq(preset.bucket(now).unwrap(), other.bucket(now).unwrap())); // ... its own bucket
-    /// # Ok::<(), nresilience_core::InvalidPolicy>(())
-    /// ```
-    pub fn to_builder(&self) -> RetryPolicyBuilder {
-        RetryPolicyBuilder::from_policy(self, false)
-    }
-
-    fn from_config(config: Config, previous: Option<&RetryPolicy>) -> Self {
-        let mut buckets = Arc::default();
-        let mut trackers = Arc::default();
-        let mut kept_estimates = None;
-        if let Some(previous) = previous.map(|p| &*p.inner) {
-            if previous.config.budget == config.budget {
-                buckets = Arc::clone(&previous.buckets);
-            }
-            if previous.config.overload_control == config.overload_control {
-                trackers = Arc::clone(&previous.trackers);
-            }
-            if previous.config.attempt_ceiling == config.attempt_ceiling
-                && previous.config.backoff.measured_base() == config.backoff.measured_base()
-                && previous.config.hedge.and_then(|h| h.quantile())
-                    == config.hedge.and_then(|h| h.quantile())
-            {
-                kept_estimates = previous.estimates.clone();
-            }
-        }
-        let estimates = kept_estimates.or_else(|| {
-            Estimates::new(
-                config.attempt_ceiling,
-                config.backoff.measured_base(),
-                config.hedge.and_then(|h| h.quantile()),
-            )
-            .map(|e| Arc::new(Latest::new(e)))
-        });
-        let rng = config
-            .jitter_seed
-            .map(|seed| Mutex::new(<StdRng as rand::SeedableRng>::seed_from_u64(seed)));
-        let policy_tag = match &config.name {
-            Some(Cow::Borrowed(name)) => opentelemetry::StringValue::from(*name),
-            Some(Cow::Owned(name)) => {
-                opentelemetry::StringValue::from(Arc::<str>::from(name.as_str()))
-            }
-            None => opentelemetry::StringValue::from("default"),
-        };
-        let utilization = {
-            let (buckets, budget) = (Arc::downgrade(&buckets), config.budget.clone());
-            move |observe: &mut dyn FnMut(Option<&str>, f64)| {
-                if let Some(buckets) = buckets.upgrade() {
-                    buckets.utilization(&budget, clock::now(), observe);
-                }
-            }
-        };
-        Self {
-            inner: Arc::new(Inner {
-                config,
-                buckets,
-                estimates,
-                rng,
-                instruments: Instruments::new(policy_tag, Box::new(utilization)),
-                trackers,
-            }),
-        }
-    }
-}
-
-impl Buckets {
-    /// Each bucket's utilization at `now`, for the budget's gauge (B11): the policy's own
-    /// (made full now if no call has made it yet, as the first call would make it), then
-    /// every keyed one.
-    fn utilization(
-        &self,
-        budget: &RetryBudget,
-        now: Instant,
-        observe: &mut dyn FnMut(Option<&str>, f64),
-    ) {
-        let own = self
-            .own
-            .get_or_init(|| budget.make_bucket(now).ok().flatten());
-        if let Some(bucket) = own {
-            observe(None, bucket.utilization(now));
-        }
-        if let Some(Some(keyed)) = self.keyed.get() {
-            for (key, utilization) in keyed.utilization(now) {
-                observe(Some(&key), utilization);
-            }
-        }
     }
 }

@@ -161,7 +161,7 @@ impl CircuitBreaker {
     pub fn try_acquire(&self, now: Instant) -> Result<BreakerPermit, BreakerOpen> {
         let core = &*self.core;
         let mut state = core.lock();
-        core.advance(&mut state, now);
+        state.advance(now);
         let generation = state.generation;
         let probe = match &mut state.phase {
             Phase::Closed { .. } => false,
@@ -258,17 +258,19 @@ impl CircuitBreaker {
 
     /// The state at `now`: an open breaker whose break has passed is half-open. Takes no
     /// probe slot.
+    #[must_use]
     pub fn state(&self, now: Instant) -> BreakerState {
         let mut state = self.core.lock();
-        self.core.advance(&mut state, now);
+        state.advance(now);
         state.phase.state()
     }
 
     /// The rest of the break at `now` while the breaker is open; `None` otherwise (closed,
     /// or half-open, where admission waits on probes nobody can time). Takes no probe slot.
+    #[must_use]
     pub fn retry_after(&self, now: Instant) -> Option<Duration> {
         let mut state = self.core.lock();
-        self.core.advance(&mut state, now);
+        state.advance(now);
         match state.phase {
             Phase::Open { since, length } => Some(length.saturating_sub(elapsed(since, now))),
             Phase::Closed { .. } | Phase::HalfOpen { .. } => None,
@@ -276,6 +278,7 @@ impl CircuitBreaker {
     }
 
     /// The options this breaker was built with.
+    #[must_use]
     pub fn options(&self) -> &BreakerOptions {
         &self.core.options
     }
@@ -286,19 +289,6 @@ impl Core {
         // The critical section is arithmetic that cannot panic, so a poisoned lock still
         // guards a consistent state.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Turns an open breaker half-open once the break has passed. A `now` before the
-    /// breaker opened counts as no time at all, never as a break served.
-    fn advance(&self, state: &mut State, now: Instant) {
-        if let Phase::Open { since, length } = state.phase {
-            if elapsed(since, now) >= length {
-                state.transition(Phase::HalfOpen {
-                    in_flight: 0,
-                    succeeded: 0,
-                });
-            }
-        }
     }
 
     /// Opens for the base break doubled once per open since the last clean close, capped.
@@ -344,6 +334,19 @@ impl Core {
 }
 
 impl State {
+    /// Turns an open breaker half-open once the break has passed. A `now` before the
+    /// breaker opened counts as no time at all, never as a break served.
+    fn advance(&mut self, now: Instant) {
+        if let Phase::Open { since, length } = self.phase {
+            if elapsed(since, now) >= length {
+                self.transition(Phase::HalfOpen {
+                    in_flight: 0,
+                    succeeded: 0,
+                });
+            }
+        }
+    }
+
     fn transition(&mut self, phase: Phase) {
         self.generation = self.generation.wrapping_add(1);
         self.phase = phase;
@@ -352,7 +355,7 @@ impl State {
 
 impl Phase {
     const fn closed(now: Instant) -> Self {
-        Phase::Closed {
+        Self::Closed {
             window_start: now,
             successes: 0,
             failures: 0,
@@ -362,9 +365,9 @@ impl Phase {
 
     const fn state(&self) -> BreakerState {
         match self {
-            Phase::Closed { .. } => BreakerState::Closed,
-            Phase::Open { .. } => BreakerState::Open,
-            Phase::HalfOpen { .. } => BreakerState::HalfOpen,
+            Self::Closed { .. } => BreakerState::Closed,
+            Self::Open { .. } => BreakerState::Open,
+            Self::HalfOpen { .. } => BreakerState::HalfOpen,
         }
     }
 }

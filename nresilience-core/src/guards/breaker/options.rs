@@ -41,6 +41,7 @@ pub struct BreakerOptions {
 
 impl BreakerOptions {
     /// The options with every default.
+    #[must_use]
     pub const fn new() -> Self {
         Self {
             consecutive_failures: Some(5),
@@ -57,6 +58,7 @@ impl BreakerOptions {
 
     /// Transient failures in a row that open the breaker, `>= 1`; `None` turns this trip
     /// off. A success resets the count; an ignored outcome leaves it. Defaults to `Some(5)`.
+    #[must_use]
     pub const fn consecutive_failures(mut self, consecutive_failures: Option<u32>) -> Self {
         self.consecutive_failures = consecutive_failures;
         self
@@ -64,6 +66,7 @@ impl BreakerOptions {
 
     /// The share of failures in the sampling window that opens the breaker, in `(0, 1]`;
     /// `None` turns this trip off. Defaults to `None`.
+    #[must_use]
     pub const fn failure_ratio(mut self, failure_ratio: Option<f64>) -> Self {
         self.failure_ratio = failure_ratio;
         self
@@ -71,6 +74,7 @@ impl BreakerOptions {
 
     /// The outcomes the sampling window must hold before the ratio can open the breaker,
     /// `>= 1`, so a couple of early failures do not cut a dependency off. Defaults to `20`.
+    #[must_use]
     pub const fn minimum_throughput(mut self, minimum_throughput: u32) -> Self {
         self.minimum_throughput = minimum_throughput;
         self
@@ -78,6 +82,7 @@ impl BreakerOptions {
 
     /// How long outcomes are counted for the ratio before the count starts over, longer
     /// than zero. Defaults to 30 s.
+    #[must_use]
     pub const fn sampling_window(mut self, sampling_window: Duration) -> Self {
         self.sampling_window = sampling_window;
         self
@@ -85,6 +90,7 @@ impl BreakerOptions {
 
     /// How long the breaker refuses every call the first time it opens, longer than zero.
     /// Defaults to 15 s.
+    #[must_use]
     pub const fn break_duration(mut self, break_duration: Duration) -> Self {
         self.break_duration = break_duration;
         self
@@ -93,6 +99,7 @@ impl BreakerOptions {
     /// The longest break, `>= break_duration`: each consecutive open doubles the break up
     /// to it, so a dependency that stays down is probed less and less often, instead of on a
     /// fixed cadence forever. Defaults to 2 minutes.
+    #[must_use]
     pub const fn max_break_duration(mut self, max_break_duration: Duration) -> Self {
         self.max_break_duration = max_break_duration;
         self
@@ -100,6 +107,7 @@ impl BreakerOptions {
 
     /// How many probes a half-open breaker lets through at once, `>= 1`: a trickle, not a
     /// surge. Defaults to `1`.
+    #[must_use]
     pub const fn half_open_probes(mut self, half_open_probes: u32) -> Self {
         self.half_open_probes = half_open_probes;
         self
@@ -107,6 +115,7 @@ impl BreakerOptions {
 
     /// How many probes must succeed before a half-open breaker closes, `>= 1`. May exceed
     /// `half_open_probes`: a recorded probe frees its slot for the next one. Defaults to `2`.
+    #[must_use]
     pub const fn probes_to_close(mut self, probes_to_close: u32) -> Self {
         self.probes_to_close = probes_to_close;
         self
@@ -115,6 +124,7 @@ impl BreakerOptions {
     /// A successful probe that took longer than this opens the breaker again: a dependency
     /// that answers that slowly has not recovered. Longer than zero; `None` for none.
     /// Defaults to `None`.
+    #[must_use]
     pub const fn slow_call_threshold(mut self, slow_call_threshold: Option<Duration>) -> Self {
         self.slow_call_threshold = slow_call_threshold;
         self

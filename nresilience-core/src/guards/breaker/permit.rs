@@ -29,6 +29,7 @@ pub struct BreakerPermit {
 
 impl BreakerPermit {
     /// Whether this permit holds a half-open probe slot.
+    #[must_use]
     pub const fn is_probe(&self) -> bool {
         self.probe
     }
@@ -90,6 +91,7 @@ impl BreakerOpen {
     /// When the breaker will admit a probe: the rest of the break while it is open; `None`
     /// when it is half-open with every probe slot taken, since that ends when a probe
     /// finishes, which nobody can predict.
+    #[must_use]
     pub const fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }

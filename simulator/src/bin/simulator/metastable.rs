@@ -32,15 +32,15 @@ impl Ceiling {
 
     const fn name(self) -> &'static str {
         match self {
-            Ceiling::Learning => "learning",
-            Ceiling::Original => "original",
+            Self::Learning => "learning",
+            Self::Original => "original",
         }
     }
 
     const fn settings(self) -> AttemptCeiling {
         match self {
-            Ceiling::Learning => AttemptCeiling::new(),
-            Ceiling::Original => AttemptCeiling::original(),
+            Self::Learning => AttemptCeiling::new(),
+            Self::Original => AttemptCeiling::original(),
         }
     }
 }
