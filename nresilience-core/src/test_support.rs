@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use crate::executor::latency::LatencyWindow;
+use crate::executor::policy::RetryPolicy;
 pub use crate::overload::admission::{Admission, Answer, Saturated, SaturatedBy, Ticket};
 pub use crate::overload::tracker::LoadTracker;
 pub use crate::overload::waiting::WaitTicket;
-use crate::RetryPolicy;
 
 /// The load tracker `policy`'s calls to the dependency keyed `key` share (the policy's own
 /// when `key` is `None`), made at `now` on first use; `None` when overload control is off.

@@ -3,7 +3,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{BudgetOptions, InvalidBudget};
-use crate::Criticality;
+use crate::criticality::Criticality;
 
 /// Fixed-point units per token. Balances are whole nano-tokens, so ten deposits of `0.1`
 /// are exactly one token: in `f64` they would sum to `0.9999999999999999` and fund nothing.

@@ -138,7 +138,7 @@ fn lock(keys: &Mutex<KeyTable<TokenBucket>>) -> MutexGuard<'_, KeyTable<TokenBuc
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Criticality;
+    use crate::criticality::Criticality;
 
     fn no_floor() -> BudgetOptions {
         BudgetOptions::default().minimum_per_second(0.0)
