@@ -48,6 +48,7 @@ pub mod chain;
 pub mod clock;
 mod criticality;
 mod executor;
+pub mod fleet;
 mod guards;
 mod keyed;
 pub mod nesting;

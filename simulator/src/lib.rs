@@ -96,6 +96,7 @@ pub struct Simulation {
     load: Option<Load>,
     duration: Option<Duration>,
     chain_rules: bool,
+    coordinated: Option<f64>,
 }
 
 impl Simulation {
@@ -142,6 +143,7 @@ impl Simulation {
             load: None,
             duration: None,
             chain_rules: true,
+            coordinated: None,
         }
     }
 
@@ -180,6 +182,7 @@ impl Simulation {
             load: None,
             duration: None,
             chain_rules: true,
+            coordinated: None,
         }
     }
 
@@ -210,6 +213,16 @@ impl Simulation {
     /// call a plain failure its caller retries, as hops without these rules would.
     pub fn chain_rules(mut self, on: bool) -> Self {
         self.chain_rules = on;
+        self
+    }
+
+    /// Whether the dependency counts the retries reaching it and advises its callers how
+    /// much of their budgets to use (F2, F3), accepting `accepted` retries per first attempt,
+    /// as a service behind `NestedRetryLayer` with fleet coordination does; each caller's
+    /// bucket follows the advice on every answer. `None`, the default, is a dependency that
+    /// says nothing.
+    pub fn coordinated(mut self, accepted: Option<f64>) -> Self {
+        self.coordinated = accepted;
         self
     }
 
@@ -253,6 +266,14 @@ impl Simulation {
                 "the simulation needs a duration longer than zero: call for_duration()".to_owned(),
             )
         })?;
+        if self
+            .coordinated
+            .is_some_and(|accepted| !(0.0..=1.0).contains(&accepted))
+        {
+            return Err(InvalidSimulation::new(
+                "the share of retries the dependency accepts must be between 0 and 1".to_owned(),
+            ));
+        }
         dependency.validate()?;
         for load in loads {
             load.validate()?;
@@ -272,6 +293,7 @@ impl Simulation {
                 dependency,
                 duration,
                 chain_rules: self.chain_rules,
+                coordinated: self.coordinated,
             },
             seed,
         )

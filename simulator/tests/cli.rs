@@ -46,24 +46,27 @@ fn s2_the_same_seed_prints_the_same_bytes() {
     }
 }
 
-#[test]
-fn s1_the_fleet_is_held_near_one_plus_the_fraction() {
-    let stdout = simulate(&[
+/// `--fleet --json` with a fifth of attempts failing and no brownout: one object per row.
+fn fleet(args: &[&str]) -> Vec<Value> {
+    let common = [
         "--fleet",
         "--failing",
         "0.2",
-        "--duration",
-        "60s",
         "--brownout-after",
         "10m",
         "--json",
-    ]);
-    let runs: Vec<Value> = stdout
+    ];
+    simulate(&[&common[..], args].concat())
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+        .collect()
+}
+
+#[test]
+fn s1_the_fleet_is_held_near_one_plus_the_fraction() {
+    let runs = fleet(&["--duration", "60s"]);
     let budgets: Vec<&str> = runs.iter().map(|r| r["budget"].as_str().unwrap()).collect();
-    assert_eq!(budgets, ["off", "on", "on, no floor"]);
+    assert_eq!(budgets, ["off", "on", "on, no floor", "coordinated"]);
     let load = |run: &Value| run["load_multiplier"].as_f64().unwrap();
     let (off, on, pure) = (load(&runs[0]), load(&runs[1]), load(&runs[2]));
     assert_eq!(runs[0]["clients"], 35);
@@ -79,6 +82,44 @@ fn s1_the_fleet_is_held_near_one_plus_the_fraction() {
     assert!(load(&classes[0]) < 1.12, "{}", classes[0]);
     assert!(load(&classes[4]) > 1.2, "{}", classes[4]);
     assert!(pure < on && on < off, "{off} {on} {pure}");
+    // F3, F5: the dependency's advice holds the fleet near its accepted share (10 %) of
+    // first attempts, floors and all, where the budgets alone let the floors add up.
+    let coordinated = load(&runs[3]);
+    assert!(coordinated < 1.12 && coordinated < on, "{coordinated} {on}");
+    assert_eq!(runs[3]["accepted_share"], 0.1);
+}
+
+#[test]
+fn f5_a_fleet_of_many_small_clients_is_held_only_by_its_dependency() {
+    let runs = fleet(&[
+        "--fleet-clients",
+        "200",
+        "--rate",
+        "400",
+        "--duration",
+        "30s",
+    ]);
+    let load = |run: &Value| run["load_multiplier"].as_f64().unwrap();
+    assert_eq!(runs[0]["clients"], 200);
+    // Two calls a second need fewer retries than the floor's three: the budget holds nothing.
+    assert_eq!(load(&runs[1]), load(&runs[0]));
+    assert!(load(&runs[3]) < 1.12, "{}", runs[3]);
+}
+
+#[test]
+fn f5_fleet_flags_out_of_range_are_refused_with_a_reason() {
+    for args in [
+        &["--fleet", "--accepted-share", "1.5"][..],
+        &["--fleet", "--fleet-clients", "0"][..],
+        &["--fleet-clients", "20"][..],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_simulator"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        assert!(!output.stderr.is_empty(), "{args:?}");
+    }
 }
 
 /// `--scenario metastable --json`: one object per run, in the order ceiling, budget, then

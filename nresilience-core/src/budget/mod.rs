@@ -34,7 +34,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use bucket::TokenBucket;
+pub use bucket::{TokenBucket, ADVICE_LAPSES_AFTER};
 pub use keyed::{KeyedBuckets, DEFAULT_MAX_KEYS};
 pub use options::{BudgetOptions, InvalidBudget, MAX_CAPACITY, MAX_MINIMUM_PER_SECOND};
 pub use registry::shared_bucket;

@@ -20,6 +20,7 @@ use super::workers::Pool;
 use super::InvalidSimulation;
 use nresilience_core::breaker::CircuitBreaker;
 use nresilience_core::chain::{self, Inbound};
+use nresilience_core::fleet::RetryShare;
 use nresilience_core::limiter::RateLimiter;
 use nresilience_core::{InvalidPolicy, RetryBudget, RetryError, RetryPolicy, StopReason, Verdict};
 
@@ -38,6 +39,9 @@ pub(super) struct Setup<'a> {
     pub(super) duration: Duration,
     /// Whether a hop answers its caller with the chain's signals, and the caller honours them.
     pub(super) chain_rules: bool,
+    /// The share of retries the dependency accepts, when it counts them and advises its
+    /// callers (F2, F3); `None` when it says nothing, as every third-party service.
+    pub(super) coordinated: Option<f64>,
 }
 
 /// A chain (each policy's attempts are calls under the next) or a fleet (every policy is a
@@ -230,7 +234,7 @@ async fn call(world: Rc<World>, hop: usize) -> Answer {
     world.with(|state| state.hops[hop].second(world.since(started)).calls += 1);
     let result = world.policies[hop]
         .execute_with(&classify, |this| {
-            attempt(Rc::clone(&world), hop, this.cut_at())
+            attempt(Rc::clone(&world), hop, this.cut_at(), this.number() > 1)
         })
         .await;
     let failed = result.as_ref().err();
@@ -278,6 +282,7 @@ async fn attempt(
     world: Rc<World>,
     hop: usize,
     cut_at: Option<std::time::Instant>,
+    retry: bool,
 ) -> Result<(), Answer> {
     let now = Instant::now();
     world.with(|state| {
@@ -291,10 +296,14 @@ async fn attempt(
             .await
             .unwrap_or(Answer::Failed)
     } else {
+        if let Some(share) = &world.share {
+            share.record(retry, now.into_std());
+        }
         let (served, _in_flight) = world.serve(now);
         if !served.latency.is_zero() {
             tokio::time::sleep(served.latency).await;
         }
+        world.advise(hop);
         if served.fails {
             Answer::Failed
         } else {
@@ -318,6 +327,8 @@ struct World {
     dependency: Dependency,
     peers: u64,
     chain_rules: bool,
+    /// The dependency's count of the retries reaching it, when it advises its callers.
+    share: Option<RetryShare>,
     state: RefCell<State>,
 }
 
@@ -378,6 +389,9 @@ impl World {
             dependency: setup.dependency.clone(),
             peers: u64::from(peers),
             chain_rules: setup.chain_rules,
+            share: setup
+                .coordinated
+                .and_then(|accepted| RetryShare::new(accepted, Instant::now().into_std())),
             state: RefCell::new(State {
                 rng,
                 in_flight: 0,
@@ -407,6 +421,17 @@ impl World {
 
     fn reaches_dependency(&self, hop: usize) -> bool {
         self.next(hop).is_none()
+    }
+
+    /// The dependency's advice on its answer, followed by `hop`'s bucket, as a client reading
+    /// `x-nresilience-fleet` does (F3).
+    fn advise(&self, hop: usize) {
+        if let Some(share) = &self.share {
+            let now = Instant::now().into_std();
+            if let Some(bucket) = self.policies[hop].bucket(now) {
+                bucket.follow(share.advice(now).allowance(), now);
+            }
+        }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {

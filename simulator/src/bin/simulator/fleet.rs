@@ -20,23 +20,27 @@ enum FleetBudget {
     On,
     /// The fraction alone: no floor, so a bucket holds at most one token (B2, B3).
     OnWithoutFloor,
+    /// On, against a dependency that counts the fleet's retries and advises each client how
+    /// much of its budget to use (F2, F3).
+    Coordinated,
 }
 
 impl FleetBudget {
-    const ALL: [Self; 3] = [Self::Off, Self::On, Self::OnWithoutFloor];
+    const ALL: [Self; 4] = [Self::Off, Self::On, Self::OnWithoutFloor, Self::Coordinated];
 
     fn name(self) -> &'static str {
         match self {
             Self::Off => "off",
             Self::On => "on",
             Self::OnWithoutFloor => "on, no floor",
+            Self::Coordinated => "coordinated",
         }
     }
 
     fn policy(self, ceiling: AttemptCeiling) -> Result<RetryPolicy> {
         Ok(match self {
             Self::Off => policy(ceiling, false)?,
-            Self::On => policy(ceiling, true)?,
+            Self::On | Self::Coordinated => policy(ceiling, true)?,
             Self::OnWithoutFloor => policy(ceiling, true)?
                 .reconfigure()
                 .budget(
@@ -48,26 +52,33 @@ impl FleetBudget {
     }
 }
 
-/// The factor that makes [`SIZES`] together offer `args.rate`.
-fn scale(args: &Args) -> f64 {
+/// (clients, calls per second each) of the fleet `args` asks for: [`SIZES`] scaled to offer
+/// `args.rate`, or `--fleet-clients` of one size sharing it.
+fn sizes(args: &Args) -> Vec<(usize, f64)> {
+    if let Some(clients) = args.fleet_clients {
+        return vec![(clients as usize, args.rate / f64::from(clients))];
+    }
     let total: f64 = SIZES.iter().map(|&(n, rate)| n as f64 * rate).sum();
-    args.rate / total
+    SIZES
+        .iter()
+        .map(|&(n, rate)| (n, rate * args.rate / total))
+        .collect()
 }
 
 /// The fleet's members' rates, largest first.
 fn members(args: &Args) -> Vec<f64> {
-    SIZES
-        .iter()
-        .flat_map(|&(n, rate)| std::iter::repeat_n(rate * scale(args), n))
+    sizes(args)
+        .into_iter()
+        .flat_map(|(n, rate)| std::iter::repeat_n(rate, n))
         .collect()
 }
 
 pub(super) fn main(args: &Args, dependency: &Dependency) -> Result<()> {
     let rates = members(args);
     if !args.json {
-        let sizes: Vec<String> = SIZES
+        let sizes: Vec<String> = sizes(args)
             .iter()
-            .map(|&(n, rate)| format!("{n}×{}", rate * scale(args)))
+            .map(|&(n, rate)| format!("{n}×{rate}"))
             .collect();
         println!(
             "fleet: {} clients ({} calls/s) = {} calls/s for {:?}, the storm above, seed {}",
@@ -91,6 +102,7 @@ pub(super) fn main(args: &Args, dependency: &Dependency) -> Result<()> {
                 .map(|&rate| (client.clone(), Load::constant(rate))),
         )
         .against(dependency.clone())
+        .coordinated(matches!(budget, FleetBudget::Coordinated).then_some(args.accepted_share))
         .for_duration(args.duration)
         .run(args.seed)?;
         let wall = started.elapsed();
@@ -155,6 +167,7 @@ fn to_json(
         "amplification": r.amplification,
         "worst_second_s": r.worst_second.map(|at| at.as_secs()),
         "budget_refusals": r.budget_refusals,
+        "accepted_share": matches!(budget, FleetBudget::Coordinated).then_some(args.accepted_share),
         "by_size": by_size.iter().map(|&(rate, calls, attempts)| json!({
             "calls_per_second_each": rate,
             "calls": calls,

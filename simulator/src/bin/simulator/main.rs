@@ -87,6 +87,14 @@ pub(crate) struct Args {
     /// run it with the budget off, on, and on without its floor.
     #[arg(long, conflicts_with_all = ["hops", "plot", "compare_refresh", "budget"])]
     fleet: bool,
+    /// With `--fleet`: this many clients of one size, sharing `--rate` equally, instead of the
+    /// 35 of five sizes.
+    #[arg(long, requires = "fleet", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    fleet_clients: Option<u32>,
+    /// With `--fleet`: the share of retries per first attempt the coordinating dependency
+    /// accepts in the `coordinated` row (F2), from 0 to 1.
+    #[arg(long, requires = "fleet", default_value_t = nresilience_core::fleet::DEFAULT_ACCEPTED, value_parser = parse_share)]
+    accepted_share: f64,
     /// Run the dependency healthy and through its brownout, each without and with hedging
     /// after this trigger (`p95`: the 95th percentile of recent attempts; or a delay such as
     /// `50ms`), and print (and with `--plot`, chart) p50, p99, p99.9 and the load multiplier.
@@ -591,6 +599,13 @@ fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
 }
 
 /// `p95` (a quantile of recent latency, as a percentile) or a delay such as `50ms`.
+fn parse_share(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(share) if (0.0..=1.0).contains(&share) => Ok(share),
+        _ => Err(format!("`{text}` is not a share between 0 and 1, like 0.1")),
+    }
+}
+
 fn parse_hedge(text: &str) -> std::result::Result<Hedge, String> {
     let text = text.trim();
     let Some(percentile) = text.strip_prefix('p') else {
