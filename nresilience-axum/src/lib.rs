@@ -76,6 +76,16 @@
 //!   caller's nresilience client then does not retry the answer. A handler may instead answer
 //!   with [`CallFailed`] through `?`.
 //!
+//! # A fleet bounded by its dependency
+//!
+//! [`FleetLayer`], registered beside [`NestedRetryLayer`], makes the service its callers'
+//! coordinator (F2): it counts the first attempts and the retries reaching it and writes on
+//! every answer the share of retries it sees, the share it accepts (10 % by default) and the
+//! allowance it advises (`x-nresilience-fleet: retries=0.240, accepted=0.100,
+//! allowance=0.645`). Each nresilience client scales its own retry budget to it, the floor
+//! first (F3), so many small clients are held together where each one's floor alone would let
+//! them add up. Off unless registered.
+//!
 //! # Trust boundary
 //!
 //! A public client can send the marker and the chain's headers too. On an edge service, use
@@ -118,11 +128,13 @@
 #![forbid(unsafe_code)]
 
 mod call_failed;
+mod fleet;
 pub mod future;
 mod layer;
 mod marker;
 
 pub use call_failed::CallFailed;
+pub use fleet::{Fleet, FleetFuture, FleetLayer};
 pub use layer::{NestedRetry, NestedRetryLayer};
 pub use marker::RetryMarker;
 /// The nesting context this layer sets: re-exported from `nresilience-core`.

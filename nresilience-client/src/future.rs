@@ -309,7 +309,10 @@ where
 {
     let result = result.map_err(TransportError::new);
     let verdict = this.classifier.classify(&result);
-    let status = result.as_ref().ok().map(Response::status);
+    let status = result.as_ref().ok().map(|response| {
+        request::heard(this.call, response.headers());
+        response.status()
+    });
     request::answered(this.call, attempt, span, status, verdict, result)
 }
 

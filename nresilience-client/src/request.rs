@@ -84,12 +84,25 @@ pub(crate) fn attempt_span<E>(
     telemetry::attempt_span(call.span(), method, destination, attempt)
 }
 
-/// Writes what differs from attempt to attempt into the headers it is sent with: its
-/// deadline (C2) and its span's trace context (N6).
+/// Writes what differs from attempt to attempt into the headers it is sent with: which
+/// attempt it is (F1), its deadline (C2) and its span's trace context (N6).
 #[inline]
 pub(crate) fn stamp_attempt(headers: &mut HeaderMap, attempt: &Attempt, span: &Span) {
+    wire::stamp_attempt_number(
+        headers,
+        wire::AttemptOf::new(attempt.number(), attempt.is_hedge()),
+    );
     wire::stamp_deadline(headers, attempt.timeout());
     telemetry::inject_context(span, headers);
+}
+
+/// Follows the dependency's advice on the fleet's retries, when an answer's `headers` carry
+/// it (F3): the call's bucket uses what the dependency allows it of its budget.
+#[inline]
+pub(crate) fn heard<E>(call: &Call<E>, headers: &HeaderMap) {
+    if let Some(advice) = wire::read_fleet(headers) {
+        call.follow_fleet(advice.allowance(), clock::now());
+    }
 }
 
 /// Records an attempt's answer — its `status`, or `None` when the request failed — and its

@@ -94,6 +94,8 @@ type Answer = (Code, Option<&'static str>);
 struct Script {
     answers: Arc<Mutex<VecDeque<Answer>>>,
     markers: Arc<Mutex<Vec<Vec<String>>>>,
+    /// Each call's `grpc-previous-rpc-attempts` and `x-nresilience-attempt`, `-` for none.
+    attempts: Arc<Mutex<Vec<(String, String)>>>,
     /// How long `Say` waits before answering, one per call in order, then not at all.
     delays: Arc<Mutex<VecDeque<Duration>>>,
 }
@@ -111,6 +113,17 @@ impl Script {
             .map(|value| value.to_str().unwrap_or("?").to_owned())
             .collect();
         self.markers.lock().unwrap().push(markers);
+        let value = |name: &str| {
+            metadata
+                .get(name)
+                .map_or("-", |value| value.to_str().unwrap_or("?"))
+                .to_owned()
+        };
+        let seen = (
+            value("grpc-previous-rpc-attempts"),
+            value("x-nresilience-attempt"),
+        );
+        self.attempts.lock().unwrap().push(seen);
         let next = self.answers.lock().unwrap().pop_front();
         match next {
             None => Ok(()),
@@ -280,6 +293,11 @@ async fn n2_h6_unavailable_twice_then_ok_succeeds_on_the_third_attempt_marked_ea
     let response = say(channel(addr, policy()), hello()).await.unwrap();
     assert_eq!(response.into_inner(), "hello", "the message was replayed");
     assert_eq!(script.markers(), vec![vec!["1".to_owned()]; 3]);
+    // F1: gRFC A6's count of the attempts before this one, on every attempt but the first.
+    let attempts: Vec<(String, String)> = script.attempts.lock().unwrap().clone();
+    let expected = [("-", "1"), ("1", "2"), ("2", "3")]
+        .map(|(previous, ours)| (previous.to_owned(), ours.to_owned()));
+    assert_eq!(attempts, expected);
 }
 
 #[tokio::test(start_paused = true)]

@@ -13,6 +13,8 @@
 //! | [`DEADLINE`] `x-nresilience-deadline-ms: N` | request | the caller waits at most N ms more ([`deadline_ms`], [`deadline_value`]) |
 //! | [`GRPC_TIMEOUT`] `grpc-timeout` | gRPC request | gRPC's own deadline, kept no looser than the one above ([`grpc_timeout`]) |
 //! | [`CHAIN`] `x-nresilience-chain: depth=D, attempts=A, criticality=C` | request | where the request's call sits in the chain ([`ChainFacts`]) |
+//! | [`ATTEMPT`] `x-nresilience-attempt: N` or `N; hedge` | request | which attempt of its call this is ([`AttemptOf`]); gRPC requests also carry [`GRPC_PREVIOUS_ATTEMPTS`] |
+//! | [`FLEET`] `x-nresilience-fleet: retries=R, accepted=S, allowance=A` | answer | the share of retries the service sees among first attempts, the share it accepts, and the share of its own budget each caller should use ([`read_fleet`]) |
 //! | [`OVERLOADED`] `x-nresilience-overloaded: 1` | `5xx` answer | the hop's own call was refused for overload: do not retry it |
 //! | [`RETRIED`] `x-nresilience-retried: N` | `5xx` answer | the hop failed after N attempts: do not retry it |
 //! | [`GRPC_PUSHBACK`] `grpc-retry-pushback-ms` | gRPC answer | the server's pushback; `-1` is the gRPC form of the overload answer ([`grpc_pushback`]) |
@@ -32,8 +34,10 @@
 //! each given there in full; the text beside an id says the rule in brief.
 #![forbid(unsafe_code)]
 
+mod attempt;
 mod deadline;
 mod facts;
+mod fleet;
 mod inbound;
 mod marker;
 mod names;
@@ -43,13 +47,15 @@ mod pushback;
 mod retry_after;
 mod signal;
 
+pub use attempt::{read_attempt, stamp_attempt_number, AttemptOf};
 pub use deadline::{deadline_ms, deadline_value, grpc_timeout};
 pub use facts::{attempts, depth, ChainFacts};
+pub use fleet::{fleet_value, parse_fleet, read_fleet};
 pub use inbound::{carries_chain_headers, remove_caller_headers, RequestHeaders};
 pub use marker::{carries_marker, is_marker};
 pub use names::{
-    CHAIN, DEADLINE, GRPC_PUSHBACK, GRPC_STATUS, GRPC_TIMEOUT, MARKED, MARKER, OVERLOADED,
-    OVERLOADED_VALUE, PREFIX, RETRIED,
+    ATTEMPT, CHAIN, DEADLINE, FLEET, GRPC_PREVIOUS_ATTEMPTS, GRPC_PUSHBACK, GRPC_STATUS,
+    GRPC_TIMEOUT, MARKED, MARKER, OVERLOADED, OVERLOADED_VALUE, PREFIX, RETRIED,
 };
 pub use outbound::{stamp_call, stamp_deadline, stamp_marker};
 pub use pushback::{grpc_pushback, read_grpc_pushback, GrpcPushback};

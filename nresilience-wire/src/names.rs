@@ -29,6 +29,16 @@ pub const OVERLOADED_VALUE: HeaderValue = HeaderValue::from_static("1");
 /// A hop failed after retrying: the value is the attempts it made (C6).
 pub const RETRIED: HeaderName = HeaderName::from_static("x-nresilience-retried");
 
+/// Which attempt of its call a request is (F1): `N`, or `N; hedge`.
+pub const ATTEMPT: HeaderName = HeaderName::from_static("x-nresilience-attempt");
+
+/// What a service tells its callers about the fleet's retries (F2), on its answers.
+pub const FLEET: HeaderName = HeaderName::from_static("x-nresilience-fleet");
+
+/// gRPC's count of the attempts before this one, on every attempt but the first (gRFC A6).
+pub const GRPC_PREVIOUS_ATTEMPTS: HeaderName =
+    HeaderName::from_static("grpc-previous-rpc-attempts");
+
 /// gRPC's own per-call deadline.
 pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
@@ -45,7 +55,15 @@ mod tests {
 
     #[test]
     fn every_request_header_of_the_chain_has_the_prefix() {
-        for name in [&MARKER, &DEADLINE, &CHAIN, &OVERLOADED, &RETRIED] {
+        for name in [
+            &MARKER,
+            &DEADLINE,
+            &CHAIN,
+            &OVERLOADED,
+            &RETRIED,
+            &ATTEMPT,
+            &FLEET,
+        ] {
             assert!(name.as_str().starts_with(PREFIX), "{name}");
         }
     }

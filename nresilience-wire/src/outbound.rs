@@ -130,7 +130,7 @@ impl<K: Copy + PartialEq> LastValue<K> {
 }
 
 /// Whether the request is a gRPC call, by its content type.
-fn is_grpc(headers: &HeaderMap) -> bool {
+pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)
         .is_some_and(|value| value.as_bytes().starts_with(b"application/grpc"))

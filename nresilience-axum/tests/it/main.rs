@@ -3,6 +3,7 @@
 
 mod axum_router;
 mod chain_headers;
+mod fleet;
 mod hyper_service;
 mod support;
 mod tonic_server;

@@ -121,6 +121,7 @@ where
                     let verdict = classify(*this.classifier, &answer);
                     let (status, outcome) = match answer {
                         Ok(response) => {
+                            request::heard(this.call, response.headers());
                             let status = response.status();
                             answered = Some((response, own));
                             (Some(status), Ok(()))

@@ -33,6 +33,8 @@ pub struct Script {
     pub markers: Arc<Mutex<Vec<Vec<String>>>>,
     pub bodies: Arc<Mutex<Vec<Bytes>>>,
     pub signals: Arc<Mutex<VecDeque<Signals>>>,
+    /// Each request's `x-nresilience-attempt`, `-` when it had none.
+    pub attempts: Arc<Mutex<Vec<String>>>,
 }
 
 impl Script {
@@ -42,6 +44,10 @@ impl Script {
 
     pub fn requests(&self) -> usize {
         self.markers.lock().unwrap().len()
+    }
+
+    pub fn attempts(&self) -> Vec<String> {
+        self.attempts.lock().unwrap().clone()
     }
 }
 
@@ -53,6 +59,10 @@ async fn answer(State(script): State<Script>, headers: HeaderMap, body: Bytes) -
         .map(|v| v.to_str().unwrap_or("?").to_owned())
         .collect();
     script.markers.lock().unwrap().push(markers);
+    let attempt = headers
+        .get(wire::ATTEMPT)
+        .map_or("-", |v| v.to_str().unwrap_or("?"));
+    script.attempts.lock().unwrap().push(attempt.to_owned());
     let next = script.answers.lock().unwrap().pop_front();
     let signals = script.signals.lock().unwrap().pop_front();
     match next {

@@ -44,6 +44,9 @@ macro_rules! behaviour_suite {
             c1_an_overloaded_answer_is_returned_at_once,
             c6_a_5xx_retried_below_is_returned_at_once,
             c1_c6_a_repeated_or_garbled_signal_is_no_signal,
+            f1_every_attempt_says_which_of_its_call_it_is,
+            f3_the_dependency_s_advice_holds_the_host_s_budget,
+            f3_advice_that_does_not_parse_leaves_the_budget_alone,
         );
         $crate::support::suite::behaviour_suite!(@each $driver, tokio::test;
             hg1_hg3_a_slow_get_is_hedged_marked_and_the_first_answer_wins,
@@ -106,6 +109,41 @@ pub async fn n1_marker_is_on_the_first_attempt_and_every_retry<D: Driver>() {
     assert_eq!(reply.status, 200);
     assert_eq!(reply.body, "ok");
     assert_eq!(script.markers(), marked(3));
+}
+
+pub async fn f1_every_attempt_says_which_of_its_call_it_is<D: Driver>() {
+    let (addr, script) = server(&[(503, None), (500, None)]);
+    let driver = D::new(policy());
+    driver.send(Outbound::get(addr)).await.unwrap();
+    driver.send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(script.attempts(), ["1", "2", "3", "1"]);
+}
+
+/// Two calls to a host always answering 503 with `fleet` on every answer: the requests the
+/// host saw.
+async fn calls_told<D: Driver>(fleet: &'static str) -> usize {
+    let told = vec![("x-nresilience-fleet", fleet)];
+    let (addr, script) = signalling_server(&vec![(503, told); 6]);
+    let driver = D::new(policy().backoff(Backoff::none()));
+    for _ in 0..2 {
+        let _ = driver.send(Outbound::get(addr)).await;
+    }
+    script.requests()
+}
+
+pub async fn f3_the_dependency_s_advice_holds_the_host_s_budget<D: Driver>() {
+    // Told to use none of its budget, the host's bucket keeps the one token the fraction alone
+    // could bank: one retry, then none; the first attempts all go.
+    let held = calls_told::<D>("retries=1.000, accepted=0.100, allowance=0.000").await;
+    assert_eq!(held, 2 + 1);
+    // Told the fleet is within its share, the budget is whole: three attempts a call.
+    let whole = calls_told::<D>("retries=0.050, accepted=0.100, allowance=1.000").await;
+    assert_eq!(whole, 3 + 3);
+}
+
+pub async fn f3_advice_that_does_not_parse_leaves_the_budget_alone<D: Driver>() {
+    let garbled = calls_told::<D>("retries=1, accepted=0.1, allowance=0").await;
+    assert_eq!(garbled, 3 + 3);
 }
 
 pub async fn n1_h3_post_without_opt_in_is_sent_once_unmarked_and_its_answer_returned<D: Driver>() {
@@ -338,6 +376,7 @@ pub async fn hg1_hg3_a_slow_get_is_hedged_marked_and_the_first_answer_wins<D: Dr
     assert_eq!(attempts[0].field("http.request.resend_count"), None);
     assert_eq!(attempts[1].field("http.request.resend_count"), Some("1"));
     assert_eq!(attempts[1].field("nresilience.hedge"), Some("true"));
+    assert_eq!(script.attempts(), ["1", "2; hedge"], "F1");
 }
 
 pub async fn hg1_each_attempt_s_answer_is_on_its_own_span<D: Driver>() {

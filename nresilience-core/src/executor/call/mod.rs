@@ -95,6 +95,7 @@ use crate::clock;
 use crate::criticality::Criticality;
 use crate::executor::error::LastAttempt;
 use crate::executor::policy::{Estimate, RetryPolicy};
+use crate::fleet::Allowance;
 use crate::guards::breaker::BreakerPermit;
 use crate::nesting::{self, NestingSource};
 use crate::outcome::RejectReason;
@@ -279,6 +280,15 @@ impl<E> Call<E> {
     /// in-process nesting context, so a retrying call made inside it is nested.
     pub fn may_retry(&self) -> bool {
         self.max_attempts > 1
+    }
+
+    /// Follows the dependency's advice heard on an answer at `now` (F3): the bucket this
+    /// call's retries are charged to (the host's own, under a keyed budget) uses `allowance`
+    /// of its budget until the advice lapses. A call without a budget ignores it.
+    pub fn follow_fleet(&self, allowance: Allowance, now: Instant) {
+        if let Some(bucket) = &self.bucket {
+            bucket.follow(allowance, now);
+        }
     }
 
     /// Attempts made so far, counting one this process's rate limiter refused.
