@@ -85,13 +85,17 @@ pub(crate) fn attempt_span<E>(
 }
 
 /// Writes what differs from attempt to attempt into the headers it is sent with: which
-/// attempt it is (F1), its deadline (C2) and its span's trace context (N6).
+/// attempt it is, after the first (F1), its deadline (C2) and its span's trace context (N6).
 #[inline]
 pub(crate) fn stamp_attempt(headers: &mut HeaderMap, attempt: &Attempt, span: &Span) {
-    wire::stamp_attempt_number(
-        headers,
-        wire::AttemptOf::new(attempt.number(), attempt.is_hedge()),
-    );
+    // A first attempt carries no number, as in gRPC (A6): one header fewer on every call's
+    // success path, for a number its absence says.
+    if attempt.number() > 1 {
+        wire::stamp_attempt_number(
+            headers,
+            wire::AttemptOf::new(attempt.number(), attempt.is_hedge()),
+        );
+    }
     wire::stamp_deadline(headers, attempt.timeout());
     telemetry::inject_context(span, headers);
 }

@@ -84,19 +84,16 @@ impl AttemptOf {
 
 /// Writes which attempt of its call a request is (F1), replacing what it carried, and on a
 /// gRPC request `grpc-previous-rpc-attempts` as gRFC A6 asks: the attempts before this one,
-/// on every attempt but the first.
+/// on every attempt but the first (which goes as its caller made it).
 #[inline]
 pub fn stamp_attempt_number(headers: &mut HeaderMap, attempt: AttemptOf) {
     headers.insert(ATTEMPT, attempt.value());
-    if is_grpc(headers) {
-        if attempt.is_retry() {
-            headers.insert(
-                GRPC_PREVIOUS_ATTEMPTS,
-                HeaderValue::from(attempt.number - 1),
-            );
-        } else {
-            headers.remove(GRPC_PREVIOUS_ATTEMPTS);
-        }
+    // A first attempt is the request as its caller made it: only later ones say more.
+    if attempt.is_retry() && is_grpc(headers) {
+        headers.insert(
+            GRPC_PREVIOUS_ATTEMPTS,
+            HeaderValue::from(attempt.number - 1),
+        );
     }
 }
 
@@ -153,10 +150,10 @@ mod tests {
     fn f1_grpc_attempts_carry_the_previous_attempts() {
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-        stamp_attempt_number(&mut headers, AttemptOf::new(3, false));
-        assert_eq!(headers[GRPC_PREVIOUS_ATTEMPTS], "2");
         stamp_attempt_number(&mut headers, AttemptOf::new(1, false));
         assert!(!headers.contains_key(GRPC_PREVIOUS_ATTEMPTS));
+        stamp_attempt_number(&mut headers, AttemptOf::new(3, false));
+        assert_eq!(headers[GRPC_PREVIOUS_ATTEMPTS], "2");
 
         let mut plain = HeaderMap::new();
         stamp_attempt_number(&mut plain, AttemptOf::new(3, false));

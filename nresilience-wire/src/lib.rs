@@ -13,7 +13,7 @@
 //! | [`DEADLINE`] `x-nresilience-deadline-ms: N` | request | the caller waits at most N ms more ([`deadline_ms`], [`deadline_value`]) |
 //! | [`GRPC_TIMEOUT`] `grpc-timeout` | gRPC request | gRPC's own deadline, kept no looser than the one above ([`grpc_timeout`]) |
 //! | [`CHAIN`] `x-nresilience-chain: depth=D, attempts=A, criticality=C` | request | where the request's call sits in the chain ([`ChainFacts`]) |
-//! | [`ATTEMPT`] `x-nresilience-attempt: N` or `N; hedge` | request | which attempt of its call this is ([`AttemptOf`]); gRPC requests also carry [`GRPC_PREVIOUS_ATTEMPTS`] |
+//! | [`ATTEMPT`] `x-nresilience-attempt: N` or `N; hedge` | retry or hedge | which attempt of its call this is ([`AttemptOf`]); a request without it is a first attempt, as in gRPC, whose requests also carry [`GRPC_PREVIOUS_ATTEMPTS`] |
 //! | [`FLEET`] `x-nresilience-fleet: retries=R, accepted=S, allowance=A` | answer | the share of retries the service sees among first attempts, the share it accepts, and the share of its own budget each caller should use ([`read_fleet`]) |
 //! | [`OVERLOADED`] `x-nresilience-overloaded: 1` | `5xx` answer | the hop's own call was refused for overload: do not retry it |
 //! | [`RETRIED`] `x-nresilience-retried: N` | `5xx` answer | the hop failed after N attempts: do not retry it |

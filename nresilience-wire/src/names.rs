@@ -29,7 +29,8 @@ pub const OVERLOADED_VALUE: HeaderValue = HeaderValue::from_static("1");
 /// A hop failed after retrying: the value is the attempts it made (C6).
 pub const RETRIED: HeaderName = HeaderName::from_static("x-nresilience-retried");
 
-/// Which attempt of its call a request is (F1): `N`, or `N; hedge`.
+/// Which attempt of its call a request is (F1): `N`, or `N; hedge`; a first attempt goes
+/// without it, as in gRPC.
 pub const ATTEMPT: HeaderName = HeaderName::from_static("x-nresilience-attempt");
 
 /// What a service tells its callers about the fleet's retries (F2), on its answers.
