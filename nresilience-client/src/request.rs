@@ -90,11 +90,9 @@ pub(crate) fn attempt_span<E>(
 pub(crate) fn stamp_attempt(headers: &mut HeaderMap, attempt: &Attempt, span: &Span) {
     // A first attempt carries no number, as in gRPC (A6): one header fewer on every call's
     // success path, for a number its absence says.
-    if attempt.number() > 1 {
-        wire::stamp_attempt_number(
-            headers,
-            wire::AttemptOf::new(attempt.number(), attempt.is_hedge()),
-        );
+    let number = wire::AttemptOf::new(attempt.number(), attempt.is_hedge());
+    if number.is_retry() {
+        wire::stamp_attempt_number(headers, number);
     }
     wire::stamp_deadline(headers, attempt.timeout());
     telemetry::inject_context(span, headers);

@@ -1,12 +1,12 @@
 //! Which attempt of its call a request is (F1): `x-nresilience-attempt: N`, `N; hedge` for a
 //! hedge, and gRPC's own `grpc-previous-rpc-attempts` (gRFC A6) beside it.
 
-use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderValue};
 
 use crate::names::{ATTEMPT, GRPC_PREVIOUS_ATTEMPTS};
 use crate::number::{count, saturating};
 use crate::outbound::is_grpc;
-use crate::signal::single;
+use crate::signal::one_value;
 
 /// The suffix a hedge's attempt number carries.
 const HEDGE: &[u8] = b"; hedge";
@@ -104,16 +104,11 @@ pub fn stamp_attempt_number(headers: &mut HeaderMap, attempt: AttemptOf) {
 #[must_use]
 pub fn read_attempt(headers: &HeaderMap) -> Option<AttemptOf> {
     if headers.contains_key(ATTEMPT) {
-        return AttemptOf::parse(one(headers, &ATTEMPT)?);
+        return AttemptOf::parse(one_value(headers, &ATTEMPT)?);
     }
-    let previous = saturating(one(headers, &GRPC_PREVIOUS_ATTEMPTS)?)?;
+    let previous = saturating(one_value(headers, &GRPC_PREVIOUS_ATTEMPTS)?)?;
     let number = u32::try_from(previous.saturating_add(1)).unwrap_or(u32::MAX);
     Some(AttemptOf::new(number, false))
-}
-
-/// The value of a header sent exactly once.
-fn one<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a [u8]> {
-    single(headers.get_all(name).iter().map(HeaderValue::as_bytes))
 }
 
 #[cfg(test)]

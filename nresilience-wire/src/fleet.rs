@@ -5,7 +5,7 @@ use http::header::{HeaderMap, HeaderValue};
 use nresilience_core::fleet::{Advice, Allowance};
 
 use crate::names::FLEET;
-use crate::signal::single;
+use crate::signal::one_value;
 
 /// The `x-nresilience-fleet` value of `advice`: each share with three decimals.
 ///
@@ -36,8 +36,7 @@ pub fn fleet_value(advice: &Advice) -> HeaderValue {
 /// else says nothing, and a client told nothing keeps its budget as it is.
 #[must_use]
 pub fn read_fleet(headers: &HeaderMap) -> Option<Advice> {
-    let value = single(headers.get_all(FLEET).iter().map(HeaderValue::as_bytes))?;
-    parse_fleet(value)
+    parse_fleet(one_value(headers, &FLEET)?)
 }
 
 /// Reads an `x-nresilience-fleet` value; see [`read_fleet`].

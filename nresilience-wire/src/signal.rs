@@ -66,7 +66,8 @@ pub fn read_retried(headers: &HeaderMap) -> Option<u32> {
     one_value(headers, &RETRIED).and_then(retried)
 }
 
-fn one_value<'a>(headers: &'a HeaderMap, name: &http::HeaderName) -> Option<&'a [u8]> {
+/// The value of a header sent exactly once.
+pub(crate) fn one_value<'a>(headers: &'a HeaderMap, name: &http::HeaderName) -> Option<&'a [u8]> {
     single(headers.get_all(name).iter().map(HeaderValue::as_bytes))
 }
 

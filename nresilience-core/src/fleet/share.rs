@@ -1,5 +1,5 @@
-//! The share of retries among the attempts reaching a service, counted by the service over
-//! windows, and the allowance it advises its callers from it (F2).
+//! The share of retries among the attempts reaching a service, read by the service every 200
+//! first attempts, and the allowance it advises its callers from it (F2).
 
 use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -36,8 +36,9 @@ const LEAST_RISE: f64 = 0.02;
 /// them is read against the share the service accepts. Over
 /// it, the allowance falls in proportion to the square root of the excess; under it, the
 /// allowance rises by at most a quarter. The square root damps the loop: the clients' banked
-/// tokens let their retries follow the allowance a window or two late. Counting is two atomic
-/// additions; a window's reading takes a lock that only the thread closing the window waits for.
+/// tokens let their retries follow the allowance a reading or two late. Counting an attempt is
+/// one atomic addition and a comparison with the reading's end; closing a reading takes a lock
+/// no other thread waits for (one that finds it taken leaves the closing to its holder).
 ///
 /// ```
 /// use std::time::{Duration, Instant};
