@@ -386,16 +386,20 @@ impl State {
         if let Some(finished) = &finished {
             self.limit.adapt(finished, &self.window, self.no_load.get());
         }
-        let since = now.saturating_duration_since(self.last);
-        // The work held since the last event, at most a slot of it: a long quiet spell says
-        // nothing of a slot's load.
-        self.window
-            .held_for(self.held(), since.min(self.window.slot()));
-        // Only time with an attempt awaited can show a completion: time with abandoned
-        // attempts alone is not counted, or a dependency no one waits on would look stalled.
-        // Busy time since the last event counts in the window, at most a window of it.
-        if self.in_flight > 0 {
-            self.window.busy(since.min(self.window.span()));
+        // Time with nothing held adds nothing: an idle dependency's events skip the clock's
+        // arithmetic.
+        let held = self.held();
+        if held > 0 {
+            let since = now.saturating_duration_since(self.last);
+            // The work held since the last event, at most a slot of it: a long quiet spell
+            // says nothing of a slot's load.
+            self.window.held_for(held, since.min(self.window.slot()));
+            // Only time with an attempt awaited can show a completion: time with abandoned
+            // attempts alone is not counted, or a dependency no one waits on would look
+            // stalled. Busy time since the last event counts in the window, at most a window.
+            if self.in_flight > 0 {
+                self.window.busy(since.min(self.window.span()));
+            }
         }
         self.last = self.last.max(now);
         self.no_load.roll(now);

@@ -76,8 +76,9 @@ pub(super) struct Window {
     origin: Instant,
     slot: Duration,
     slots: [Slot; SLOTS as usize],
-    /// The slot being filled, and when it ends.
+    /// The slot being filled, its place in `slots`, and when it ends.
     current: u64,
+    at: usize,
     end: Instant,
     /// The pace over the window's slots before the current one, and over the recent ones
     /// before it: they change only when a slot ends, and every admission reads them.
@@ -93,6 +94,7 @@ impl Window {
             slot,
             slots: [Slot::default(); SLOTS as usize],
             current: 0,
+            at: 0,
             end: origin.checked_add(slot).unwrap_or(origin),
             earlier: Pace::default(),
             recent_earlier: Pace::default(),
@@ -106,23 +108,29 @@ impl Window {
 
     /// Moves to the slot of `now`; returns the slot just finished when `now` starts a new one
     /// (`None` when the clock has not left the current slot, or went back).
+    #[inline]
     pub(super) fn advance(&mut self, now: Instant) -> Option<Slot> {
         // Most events fall in the slot being filled: one comparison, no division.
         if now < self.end {
             return None;
         }
+        self.move_to(now)
+    }
+
+    #[cold]
+    fn move_to(&mut self, now: Instant) -> Option<Slot> {
         let index = self.index_at(now);
         if index <= self.current {
             return None;
         }
-        let finished = self.slots[(self.current % u64::from(SLOTS)) as usize];
+        let finished = self.slots[self.at];
         self.current = index;
+        self.at = (index % u64::from(SLOTS)) as usize;
         let slot = u64::try_from(self.slot.as_nanos()).unwrap_or(u64::MAX);
         self.end = (self.origin)
             .checked_add(Duration::from_nanos(slot.saturating_mul(index + 1)))
             .unwrap_or(now);
-        let slot = &mut self.slots[(index % u64::from(SLOTS)) as usize];
-        *slot = Slot {
+        self.slots[self.at] = Slot {
             index,
             ..Slot::default()
         };
@@ -142,14 +150,11 @@ impl Window {
 
     /// The pace over the current slot and the `earlier` ones.
     fn pace(&self, earlier: Pace) -> Pace {
-        earlier.and(&self.slots[(self.current % u64::from(SLOTS)) as usize])
+        earlier.and(&self.slots[self.at])
     }
 
     fn current_mut(&mut self) -> &mut Slot {
-        let at = (self.current % u64::from(SLOTS)) as usize;
-        let slot = &mut self.slots[at];
-        slot.index = self.current;
-        slot
+        &mut self.slots[self.at]
     }
 
     pub(super) fn completed(&mut self, count: u32) {

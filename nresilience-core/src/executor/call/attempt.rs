@@ -139,7 +139,7 @@ impl<E> Call<E> {
         now: Instant,
         left: Option<Duration>,
     ) -> Result<Option<Admission>, Step<T, E>> {
-        let Some(load) = self.load.clone() else {
+        let Some(load) = self.load.as_deref() else {
             return Ok(None);
         };
         let admitted = match self.waiting.as_deref() {
@@ -151,17 +151,28 @@ impl<E> Call<E> {
                 self.waiting = None;
                 Ok(Some(admission))
             }
-            Err(saturated) => {
-                self.settle_permit(self.attempts + 1, BreakerOutcome::Ignored, now);
-                if let Some(until) = self.room_worth_waiting_for(&saturated, &load, now, left) {
-                    return Err(Step::Sleep(until));
-                }
-                if let Some(waiting) = self.waiting.take() {
-                    load.stop_waiting(waiting.ticket);
-                }
-                Err(self.saturated(saturated, now))
+            Err(saturated) => Err(self.refused_load(saturated, now, left)),
+        }
+    }
+
+    /// The limit refused the attempt at `now`: it waits for room, or the call ends (O7).
+    #[cold]
+    fn refused_load<T>(
+        &mut self,
+        saturated: Saturated,
+        now: Instant,
+        left: Option<Duration>,
+    ) -> Step<T, E> {
+        self.settle_permit(self.attempts + 1, BreakerOutcome::Ignored, now);
+        if let Some(load) = self.load.clone() {
+            if let Some(until) = self.room_worth_waiting_for(&saturated, &load, now, left) {
+                return Step::Sleep(until);
+            }
+            if let Some(waiting) = self.waiting.take() {
+                load.stop_waiting(waiting.ticket);
             }
         }
+        self.saturated(saturated, now)
     }
 
     /// When to ask again for room the limit refused (O7): an attempt over the limit waits for
