@@ -16,7 +16,8 @@
 //!   the nesting context) is what the public parsers make of the headers: each header counts
 //!   only when sent once and when `deadline_ms` / `ChainFacts::parse` reads it, and the
 //!   deadline is `now + left` taken during the call;
-//! - an edge (`ignore_inbound`) removes all three headers and sees no context.
+//! - an edge (`ignore_inbound`) removes the three headers and the attempt number (F1) and
+//!   sees no context.
 #![no_main]
 
 use std::time::Duration;
@@ -33,7 +34,7 @@ use nresilience_core::clock;
 use nresilience_fuzz::{directive, directive_number, header_lines, header_map, n4_marks, ready};
 use tower::{Layer, Service, ServiceExt};
 
-const CHAIN: [HeaderName; 3] = [wire::DEADLINE, wire::CHAIN, wire::MARKER];
+const CHAIN: [HeaderName; 4] = [wire::DEADLINE, wire::CHAIN, wire::MARKER, wire::ATTEMPT];
 
 #[derive(Clone, Debug)]
 struct Seen {

@@ -9,7 +9,7 @@ use nresilience_core::clock;
 use crate::deadline::deadline_ms;
 use crate::facts::ChainFacts;
 use crate::marker::is_marker;
-use crate::names::{CHAIN, DEADLINE, MARKER, PREFIX};
+use crate::names::{ATTEMPT, CHAIN, DEADLINE, MARKER, PREFIX};
 
 /// What a request's `x-nresilience-` headers said: the marker and the caller's word.
 ///
@@ -162,9 +162,11 @@ fn ignored_marker(headers: &HeaderMap) {
 }
 
 /// Removes every header through which a caller speaks to this hop, for an edge that does
-/// not trust its callers.
+/// not trust its callers: its deadline, its place in the chain and which attempt of its call
+/// the request is (F1), so a public caller can neither shorten this hop's deadline nor move
+/// the retry share a fleet layer behind the edge counts.
 pub fn remove_caller_headers(headers: &mut HeaderMap) {
-    for name in [&DEADLINE, &CHAIN] {
+    for name in [&DEADLINE, &CHAIN, &ATTEMPT] {
         if headers.remove(name).is_some() {
             tracing::debug!(header = %name, "removed an inbound chain header: this hop ignores it");
         }

@@ -186,6 +186,40 @@ async fn trust_boundary_ignore_inbound_ignores_and_removes_the_marker() {
     assert_eq!(body_of(edge, request(&[])).await, UNMARKED);
 }
 
+/// F1 at the trust boundary: an edge removes every header through which a caller speaks to
+/// it, the attempt number with the chain's; a hop that trusts its callers passes them on.
+#[tokio::test]
+async fn trust_boundary_an_edge_removes_the_attempt_number_with_the_chain_headers() {
+    async fn seen(headers: HeaderMap) -> String {
+        let names = [wire::MARKER, wire::DEADLINE, wire::CHAIN, wire::ATTEMPT];
+        let seen: Vec<&str> = names
+            .iter()
+            .filter(|name| headers.contains_key(*name))
+            .map(axum::http::HeaderName::as_str)
+            .collect();
+        seen.join(" ")
+    }
+    let sent = || {
+        Request::get("/")
+            .header(wire::MARKER, "1")
+            .header(wire::DEADLINE, "500")
+            .header(wire::CHAIN, "depth=1, attempts=3")
+            .header(wire::ATTEMPT, "2")
+            .header("x-other", "kept")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let router = |layer: NestedRetryLayer| Router::new().route("/", get(seen)).layer(layer);
+    assert_eq!(
+        body_of(router(NestedRetryLayer::new()), sent()).await,
+        "x-nresilience-retrying x-nresilience-deadline-ms x-nresilience-chain x-nresilience-attempt"
+    );
+    assert_eq!(
+        body_of(router(NestedRetryLayer::new().ignore_inbound()), sent()).await,
+        ""
+    );
+}
+
 #[tokio::test]
 async fn n4_layer_leaves_responses_untouched() {
     async fn handler() -> impl IntoResponse {
