@@ -14,8 +14,9 @@
 //!   request says is above the maximum;
 //! - what the handler sees (`chain::inbound()`, the `Inbound` and `RetryMarker` extensions,
 //!   the nesting context) is what the public parsers make of the headers: each header counts
-//!   only when sent once and when `deadline_ms` / `ChainFacts::parse` reads it, and the
-//!   deadline is `now + left` taken during the call;
+//!   only when sent once and when `deadline_ms` / `ChainFacts::parse` / `AttemptOf::parse`
+//!   reads it (the attempt number: F1), and the deadline is `now + left` taken during the
+//!   call;
 //! - an edge (`ignore_inbound`) removes the three headers and the attempt number (F1) and
 //!   sees no context.
 #![no_main]
@@ -68,7 +69,12 @@ fuzz_target!(|data: &[u8]| {
     let facts = one(&headers, wire::CHAIN, |value| Some(ChainFacts::parse(value)))
         .unwrap_or_default();
     let (depth, attempts, criticality) = (facts.depth, facts.attempts, facts.criticality);
-    let said = left.is_some() || depth.is_some() || attempts.is_some() || criticality.is_some();
+    let attempt = one(&headers, wire::ATTEMPT, wire::AttemptOf::parse);
+    let said = left.is_some()
+        || depth.is_some()
+        || attempts.is_some()
+        || criticality.is_some()
+        || attempt.is_some();
     let marked = headers
         .get_all(wire::MARKER)
         .iter()
@@ -192,6 +198,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(told.depth, depth.unwrap_or(0), "C4 depth");
         assert_eq!(told.attempts, attempts.unwrap_or(1), "C4 attempts");
         assert_eq!(told.criticality, criticality, "C3");
+        assert_eq!(told.attempt, attempt.map_or(1, wire::AttemptOf::number), "F1");
         match (told.deadline, left) {
             (None, None) => {}
             (Some(deadline), Some(left)) => {

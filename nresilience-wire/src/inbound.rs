@@ -6,6 +6,7 @@ use http::header::{HeaderMap, HeaderValue};
 use nresilience_core::chain::{self, Inbound};
 use nresilience_core::clock;
 
+use crate::attempt::AttemptOf;
 use crate::deadline::deadline_ms;
 use crate::facts::ChainFacts;
 use crate::marker::is_marker;
@@ -35,12 +36,13 @@ pub struct RequestHeaders<'a> {
     /// Bit `i` set: the header of slot `i` was sent, and `values[i]` is its value, or `None`
     /// when it was sent more than once.
     sent: u8,
-    values: [Option<&'a HeaderValue>; 2],
+    values: [Option<&'a HeaderValue>; 3],
 }
 
 /// The slots of [`RequestHeaders::values`].
 const DEADLINE_SLOT: usize = 0;
 const CHAIN_SLOT: usize = 1;
+const ATTEMPT_SLOT: usize = 2;
 
 /// Whether any header has the chain's prefix: most requests carry none, and a server layer
 /// reads no further for them.
@@ -81,6 +83,7 @@ impl<'a> RequestHeaders<'a> {
                 }
                 "deadline-ms" => DEADLINE_SLOT,
                 "chain" => CHAIN_SLOT,
+                "attempt" => ATTEMPT_SLOT,
                 _ => continue,
             };
             read.push(slot, value);
@@ -119,8 +122,8 @@ impl<'a> RequestHeaders<'a> {
     }
 
     /// The caller's word, when the request carries any: how long it will still wait, counted
-    /// from now, how deep in the chain the request is, how many attempts could reach it and
-    /// how much the caller waits on it. A value that does not parse, or a header sent twice,
+    /// from now, how deep in the chain the request is, how many attempts could reach it, how
+    /// much the caller waits on it and which attempt of its call the request is. A value that does not parse, or a header sent twice,
     /// is no word at all; a fact of `x-nresilience-chain` that does not parse is no word of
     /// that fact.
     #[inline]
@@ -140,7 +143,8 @@ impl<'a> RequestHeaders<'a> {
                 Some(ChainFacts::parse(value)).filter(|facts| !facts.is_empty())
             })
             .unwrap_or_default();
-        if left.is_none() && facts.is_empty() {
+        let attempt = self.parse(ATTEMPT_SLOT, ATTEMPT.as_str(), AttemptOf::parse);
+        if left.is_none() && facts.is_empty() && attempt.is_none() {
             return None;
         }
         let deadline = left.map(|left| chain::deadline_from(clock::now(), left));
@@ -149,7 +153,8 @@ impl<'a> RequestHeaders<'a> {
                 .deadline(deadline)
                 .depth(facts.depth.unwrap_or(0))
                 .attempts(facts.attempts.unwrap_or(1))
-                .criticality(facts.criticality),
+                .criticality(facts.criticality)
+                .attempt(attempt.map_or(1, AttemptOf::number)),
         )
     }
 }

@@ -227,6 +227,44 @@ async fn n4_n5_the_middle_hop_reports_the_nested_retry_in_the_same_trace() {
     );
 }
 
+/// F1: the `NestedRetry` span says which attempt of its caller's call the hop was serving,
+/// so a loop shows which of the caller's retries set it off; a first attempt, which carries
+/// no number, is attempt 1.
+#[tokio::test]
+async fn f1_the_nested_retry_span_says_which_attempt_of_its_caller_the_hop_served() {
+    let (exporter, provider) = exporter();
+    let db = db(2).await;
+    let backend = hop("serving-a-retry", db).await;
+    let single = RetryPolicy::builder()
+        .name("caller")
+        .max_attempts(1)
+        .build()
+        .unwrap();
+    let caller = Client::new(single);
+    for attempt in [None, Some("3")] {
+        let mut request = axum::http::Request::get(format!("http://{backend}/"))
+            .header("x-nresilience-retrying", "1");
+        if let Some(attempt) = attempt {
+            request = request.header("x-nresilience-attempt", attempt);
+        }
+        let request = request.body(axum::body::Body::empty()).unwrap();
+        let response: Response = caller.request(request).await.unwrap().into_response();
+        assert_eq!(response.status(), 200);
+    }
+    provider.force_flush().unwrap();
+    let spans = exporter.get_finished_spans().unwrap();
+    let mut served: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s.name == "NestedRetry")
+        .filter(|s| {
+            attribute(s, "nresilience.policy") == Some(&Value::from("serving-a-retry".to_owned()))
+        })
+        .map(|s| attribute(s, "nresilience.caller_attempt").expect("the caller's attempt"))
+        .collect();
+    served.sort_by_key(|value| value.to_string());
+    assert_eq!(served, [&Value::I64(1), &Value::I64(3)]);
+}
+
 #[tokio::test]
 async fn n4_an_edge_that_ignores_the_inbound_marker_reports_nothing_from_it() {
     let (exporter, provider) = exporter();

@@ -37,6 +37,9 @@ pub struct Inbound {
     /// How much the caller is waiting on the answer, for policies that take it from the
     /// request ([`RetryPolicyBuilder::ambient_criticality`](crate::RetryPolicyBuilder::ambient_criticality)).
     pub criticality: Option<Criticality>,
+    /// Which attempt of its caller's call the request is, from 1 (F1): a caller that does not
+    /// say sent a first attempt, as gRPC reads a request without `grpc-previous-rpc-attempts`.
+    pub attempt: u32,
 }
 
 impl Inbound {
@@ -48,6 +51,7 @@ impl Inbound {
             depth: 0,
             attempts: 1,
             criticality: None,
+            attempt: 1,
         }
     }
 
@@ -76,6 +80,13 @@ impl Inbound {
     #[must_use]
     pub const fn attempts(mut self, attempts: u32) -> Self {
         self.attempts = attempts;
+        self
+    }
+
+    /// Which attempt of its caller's call the request is (a `0` is read as `1`).
+    #[must_use]
+    pub const fn attempt(mut self, attempt: u32) -> Self {
+        self.attempt = if attempt == 0 { 1 } else { attempt };
         self
     }
 }

@@ -217,6 +217,7 @@ impl<E> Call<E> {
                 source,
                 target: options.target.map(str::to_owned),
                 method: options.method.map(str::to_owned),
+                caller_attempt: (source == NestingSource::Header).then_some(inbound.attempt),
                 span: Span::none(),
             })
         });

@@ -204,6 +204,7 @@ impl<E> Call<E> {
             nresilience.method = nested.method.as_deref(),
             nresilience.nesting.depth = i64::from(self.depth),
             nresilience.potential_attempts = i64::from(potential_attempts),
+            nresilience.caller_attempt = nested.caller_attempt.map(i64::from),
             nresilience.attempts = field::Empty,
             nresilience.outcome = field::Empty,
         );
@@ -223,6 +224,9 @@ pub(super) struct Nested {
     pub(super) source: NestingSource,
     pub(super) target: Option<String>,
     pub(super) method: Option<String>,
+    /// Which attempt of its caller's call the request being served is (F1), when the
+    /// nesting came from its marker.
+    pub(super) caller_attempt: Option<u32>,
     /// The `NestedRetry` span, once the first attempt reported it.
     pub(super) span: Span,
 }
