@@ -123,9 +123,9 @@ impl<'a> RequestHeaders<'a> {
 
     /// The caller's word, when the request carries any: how long it will still wait, counted
     /// from now, how deep in the chain the request is, how many attempts could reach it, how
-    /// much the caller waits on it and which attempt of its call the request is. A value that does not parse, or a header sent twice,
-    /// is no word at all; a fact of `x-nresilience-chain` that does not parse is no word of
-    /// that fact.
+    /// much the caller waits on it and which attempt of its call the request is. A value that
+    /// does not parse, or a header sent twice, is no word at all; a fact of
+    /// `x-nresilience-chain` that does not parse is no word of that fact.
     #[inline]
     #[must_use]
     pub fn inbound(&self) -> Option<Inbound> {
