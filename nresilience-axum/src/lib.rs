@@ -86,6 +86,12 @@
 //! first (F3), so many small clients are held together where each one's floor alone would let
 //! them add up. Off unless registered.
 //!
+//! [`AdmissionLayer`] makes the service spend its capacity on the work its callers still wait
+//! for (F4): over its capacity it refuses retries before first attempts and sheddable
+//! requests before critical ones, and at once a request whose caller waits less than the
+//! typical handling time, each with the overload signal and without running the handler.
+//! Off unless registered.
+//!
 //! # Trust boundary
 //!
 //! A public client can send the marker and the chain's headers too. On an edge service, use
@@ -127,12 +133,14 @@
 //! each given there in full; the text beside an id says the rule in brief.
 #![forbid(unsafe_code)]
 
+mod admission;
 mod call_failed;
 mod fleet;
 pub mod future;
 mod layer;
 mod marker;
 
+pub use admission::{Admission, AdmissionFuture, AdmissionLayer};
 pub use call_failed::CallFailed;
 pub use fleet::{Fleet, FleetFuture, FleetLayer};
 pub use layer::{NestedRetry, NestedRetryLayer};

@@ -1,6 +1,7 @@
-//! Fleet coordination's shared state under contention (F2, F3): threads counting attempts on
-//! one service's `RetryShare`, and threads spending one client's bucket while its
-//! dependency's advice changes under them.
+//! Fleet coordination's shared state under contention (F2–F4): threads counting attempts on
+//! one service's `RetryShare`, threads spending one client's bucket while its dependency's
+//! advice changes under them, and threads admitting and handing back requests on one
+//! service's `ServerAdmission`.
 //!
 //! Also run under Miri (`cargo +nightly miri test -p nresilience-core --test
 //! fleet_contention`), which checks the atomics for data races and undefined behaviour on a
@@ -14,7 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nresilience_core::fleet::{Allowance, RetryShare};
+use nresilience_core::fleet::{Allowance, RetryShare, ServerAdmission};
+use nresilience_core::overload::OverloadControl;
 use nresilience_core::{BudgetOptions, Criticality, TokenBucket};
 
 use draws::Draws;
@@ -111,4 +113,59 @@ fn f2_attempts_counted_by_contended_threads_are_read_whole() {
         "{advice:?} after {share:?}"
     );
     assert!(advice.allowance() < Allowance::WHOLE, "{advice:?}");
+}
+
+#[test]
+fn f4_requests_admitted_and_handed_back_by_contended_threads_leave_nothing_held() {
+    let start = Instant::now();
+    // A limit bound from the start at 20 requests in the handlers.
+    let control = OverloadControl::new().floor(10).initial(20).max(20);
+    let service = Arc::new(ServerAdmission::with_control(control, start).unwrap());
+    let clock = Arc::new(AtomicU64::new(0));
+    let threads = 4_u64;
+    let workers: Vec<_> = (0..threads)
+        .map(|seed| {
+            let (service, clock) = (Arc::clone(&service), Arc::clone(&clock));
+            std::thread::spawn(move || {
+                let mut draws = Draws(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xF4);
+                let mut held = Vec::new();
+                for _ in 0..OPERATIONS / threads / 4 {
+                    let draw = draws.next();
+                    let micros = clock.fetch_add(draw % 200, Ordering::Relaxed);
+                    let now = start + Duration::from_micros(micros);
+                    let criticality = Criticality::ALL[(draw >> 8) as usize % 3];
+                    if held.len() < 4 && !(draw >> 12).is_multiple_of(3) {
+                        let retry = (draw >> 16).is_multiple_of(4);
+                        if let Ok(admitted) = service.admit(retry, criticality, None, now) {
+                            held.push(admitted);
+                        }
+                    } else if let Some(admitted) = held.pop() {
+                        if (draw >> 20).is_multiple_of(5) {
+                            service.cancelled(admitted, now);
+                        } else {
+                            service.finished(admitted, now);
+                        }
+                    }
+                }
+                let now = start + Duration::from_micros(clock.load(Ordering::Relaxed));
+                for admitted in held {
+                    service.finished(admitted, now);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    // Every place handed back: a critical first attempt finds the whole limit free, once the
+    // refusals' slot has passed.
+    let now = start + Duration::from_micros(clock.load(Ordering::Relaxed)) + Duration::from_secs(1);
+    let limit = service.limit(now);
+    for i in 0..limit {
+        let admitted = service.admit(false, Criticality::Critical, None, now);
+        assert!(
+            admitted.is_ok(),
+            "request {i} of a limit of {limit} refused: {service:?}"
+        );
+    }
 }

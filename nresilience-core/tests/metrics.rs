@@ -8,11 +8,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use nresilience_core::call::{Call, CallOptions, Step};
+use nresilience_core::fleet::ServerAdmission;
 use nresilience_core::nesting::{self, NestingSource};
 use nresilience_core::overload::OverloadControl;
 use nresilience_core::telemetry::{
-    ATTEMPTS, ATTEMPT_DURATION, BUDGET_UTILIZATION, CALLS, CALL_DURATION, HEDGES, NESTED_RETRIES,
-    OVERLOAD_LIMIT, REJECTIONS,
+    ADMISSION_LIMIT, ADMISSION_REFUSALS, ATTEMPTS, ATTEMPT_DURATION, BUDGET_UTILIZATION, CALLS,
+    CALL_DURATION, HEDGES, NESTED_RETRIES, OVERLOAD_LIMIT, REJECTIONS,
 };
 use nresilience_core::{
     clock, Backoff, BudgetOptions, Criticality, Hedge, Jitter, RetryBudget, RetryPolicy,
@@ -82,7 +83,8 @@ fn get(points: &Points, name: &str, tags: &[(&str, &str)]) -> f64 {
 }
 
 #[tokio::test(start_paused = true)]
-async fn b11_b12_c3_c4_hg2_o4_counters_histograms_and_gauges_carry_the_original_names_and_tags() {
+async fn b11_b12_c3_c4_hg2_o4_f4_counters_histograms_and_gauges_carry_the_original_names_and_tags()
+{
     let exporter = InMemoryMetricExporter::default();
     let provider = SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(exporter.clone()).build())
@@ -202,7 +204,25 @@ async fn b11_b12_c3_c4_hg2_o4_counters_histograms_and_gauges_carry_the_original_
     let mut refused = Call::<()>::start(&saturating, now, db);
     assert!(matches!(refused.next::<()>(now), Step::Done(Err(_))));
 
+    // F4: a service whose limit binds at 2 refuses a retry with one request in a handler.
+    let control = OverloadControl::new().floor(1).initial(2);
+    let admission = ServerAdmission::with_control(control, now).unwrap();
+    let handled = admission
+        .admit(false, Criticality::Normal, None, now)
+        .unwrap();
+    assert!(admission
+        .admit(true, Criticality::Normal, None, now)
+        .is_err());
+    admission.finished(handled, now);
+
     let points = collect(&provider, &exporter);
+    let refusal = [
+        ("nresilience.cause", "limit"),
+        ("nresilience.attempt", "retry"),
+        c_normal(),
+    ];
+    assert_eq!(get(&points, ADMISSION_REFUSALS, &refusal), 1.0);
+    assert_eq!(get(&points, ADMISSION_LIMIT, &[]), 2.0);
     let s = ("nresilience.policy", "saturating");
     assert_eq!(
         get(

@@ -1,6 +1,7 @@
 //! The layer end to end: through axum, tonic and plain hyper, with `oneshot` and over real
 //! sockets on 127.0.0.1.
 
+mod admission;
 mod axum_router;
 mod chain_headers;
 mod fleet;

@@ -8,7 +8,8 @@
 //! retries reaching it (each attempt says which it is on the wire), and tells its callers the
 //! share it sees against the share it accepts, with an [`Allowance`]; a client follows it
 //! with [`TokenBucket::follow`](crate::TokenBucket::follow), the floor first. A dependency that
-//! says nothing leaves every budget as it is.
+//! says nothing leaves every budget as it is. Over its capacity, the service's own
+//! [`ServerAdmission`] refuses retries before first attempts (F4).
 //!
 //! ```
 //! use std::time::Instant;
@@ -29,10 +30,14 @@
 //! # Ok::<(), nresilience_core::InvalidBudget>(())
 //! ```
 
+mod admission;
+#[cfg(test)]
+mod admission_tests;
 pub(crate) mod allowance;
 mod share;
 #[cfg(test)]
 mod tests;
 
+pub use admission::{Admitted, Refusal, Refused, ServerAdmission};
 pub use allowance::Allowance;
 pub use share::{Advice, RetryShare, DEFAULT_ACCEPTED};

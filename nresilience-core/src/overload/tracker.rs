@@ -56,6 +56,9 @@ struct State {
     last: Instant,
     /// When the dependency last answered with an overload signal or a throttle.
     overloaded_at: Option<Instant>,
+    /// A service's latest refusal of a first attempt for its load, and the most critical
+    /// such refusal within a slot of it (F4).
+    pressed: Option<(Instant, Criticality)>,
     window: Window,
     limit: Limit,
     no_load: NoLoad,
@@ -101,6 +104,7 @@ impl LoadTracker {
                 next: 1,
                 last: now,
                 overloaded_at: None,
+                pressed: None,
                 window: Window::new(control.window, now),
                 limit,
                 no_load: NoLoad {
@@ -125,7 +129,53 @@ impl LoadTracker {
         left: Option<Duration>,
         criticality: Criticality,
     ) -> Result<Admission, Saturated> {
-        self.at(now).admit(now, left, criticality, 0)
+        self.at(now).admit(now, left, criticality, 0, false)
+    }
+
+    /// Admits a request a service received at `now` (F4): as [`admit`](Self::admit) judges an
+    /// attempt, with more refusals. A request whose call has less time `left` than the
+    /// service's typical handling time is refused at once. While callers leave requests
+    /// unanswered (more than a fifth of those ended over the window), every retry is
+    /// refused; within a slot of
+    /// the service refusing a first attempt for its load, every retry is refused, and every
+    /// request less critical than that first attempt: the capacity that could not serve it
+    /// goes to first attempts, the most critical first. Under the limit, a retry may fill
+    /// half what a first attempt of its criticality may.
+    pub(crate) fn admit_request(
+        &self,
+        now: Instant,
+        left: Option<Duration>,
+        criticality: Criticality,
+        retry: bool,
+    ) -> Result<Admission, RequestRefused> {
+        let mut state = self.at(now);
+        if let Some((left, typical)) = left.zip(state.window.mean()) {
+            if left < typical {
+                return Err(RequestRefused::Handling(typical));
+            }
+        }
+        let slot = state.window.slot();
+        let pressed = state
+            .pressed
+            .filter(|&(at, _)| now.saturating_duration_since(at) < slot);
+        let gives_way =
+            pressed.is_some_and(|(_, refused)| retry || rank(criticality) > rank(refused));
+        // Callers leaving their requests unanswered are as sure a sign as a refusal that the
+        // service is over its capacity. With nothing in the handlers, nothing gives way.
+        if state.in_flight > 0 && (gives_way || (retry && state.window.callers_leaving())) {
+            state.window.refused();
+            let wait = state.queue_wait(state.held()).or(state.no_load.get());
+            return Err(RequestRefused::Shed(wait.unwrap_or(slot)));
+        }
+        let admitted = state.admit(now, left, criticality, 0, retry);
+        if admitted.is_err() && !retry {
+            let most = match pressed {
+                Some((_, refused)) if rank(refused) < rank(criticality) => refused,
+                _ => criticality,
+            };
+            state.pressed = Some((now, most));
+        }
+        admitted.map_err(RequestRefused::Saturated)
     }
 
     /// Makes a call the limit refused wait for room until `until` (O7), or `None` when too
@@ -147,7 +197,7 @@ impl LoadTracker {
     ) -> Result<Admission, Saturated> {
         let mut state = self.at(now);
         let newer = state.waiting.newer_than(ticket, now).unwrap_or(0);
-        let admitted = state.admit(now, left, criticality, newer);
+        let admitted = state.admit(now, left, criticality, newer, false);
         if admitted.is_ok() {
             state.waiting.leave(ticket);
         }
@@ -257,6 +307,17 @@ impl LoadTracker {
         self.stop_holding(ticket, waited, true, true, now);
     }
 
+    /// The request of `ticket` ended unanswered at `now`: a service's handler, dropped when
+    /// its caller left (F4). Its place is free — the handler's work stopped with it — but it
+    /// counts as work not answered: callers leaving before their answer is how requests
+    /// accumulating in the handlers show (O5).
+    pub(crate) fn left_unanswered(&self, ticket: Ticket, now: Instant) {
+        let _ = ticket;
+        let mut state = self.at(now);
+        state.in_flight = state.in_flight.saturating_sub(1);
+        state.window.caller_left();
+    }
+
     /// The attempt of `ticket` was admitted but never sent (something after the admission
     /// refused it): it holds nothing.
     pub fn withdraw(&self, ticket: Ticket) {
@@ -315,13 +376,14 @@ impl LoadTracker {
 
 impl State {
     /// [`LoadTracker::admit`], for an attempt with `newer` waiters ahead of it, on a state
-    /// brought up to `now`.
+    /// brought up to `now`; a `retry` a service received fills half its criticality's share.
     fn admit(
         &mut self,
         now: Instant,
         left: Option<Duration>,
         criticality: Criticality,
         newer: usize,
+        retry: bool,
     ) -> Result<Admission, Saturated> {
         let held = self.held();
         // With nothing awaited, an attempt is the only way to see the dependency again: it
@@ -341,6 +403,7 @@ impl State {
             }
             let ahead = held.saturating_add(u32::try_from(newer).unwrap_or(u32::MAX));
             let share = share(self.limit.value(), criticality);
+            let share = if retry { (share / 2).max(1) } else { share };
             if ahead >= share {
                 self.window.refused();
                 let to_finish = f64::from(ahead - share + 1);
@@ -425,6 +488,23 @@ impl State {
             Duration::from_secs_f64((f64::from(held) / rate).min(LONGEST_HOLD.as_secs_f64()))
         })
     }
+}
+
+/// Why a service refused a request (F4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RequestRefused {
+    /// Its call had less time left than the service's typical handling time, this one.
+    Handling(Duration),
+    /// Its expected wait, or the limit, refused it.
+    Saturated(Saturated),
+    /// The service refused a first attempt as critical as it lately: its capacity goes to
+    /// those; the hint is the wait of the requests ahead.
+    Shed(Duration),
+}
+
+/// How little a caller waits on work of `criticality`: critical 0, sheddable 2.
+fn rank(criticality: Criticality) -> u8 {
+    criticality as u8
 }
 
 /// The attempts held that an attempt of `criticality` may find and still be admitted under

@@ -37,6 +37,8 @@ pub(super) struct Slot {
     held_nanos: u64,
     /// Attempts refused by the limit.
     pub(super) refused: u32,
+    /// Requests a service's handlers held when their callers left, unanswered (F4).
+    left: u32,
 }
 
 impl Slot {
@@ -202,6 +204,22 @@ impl Window {
         slot.held_nanos = slot
             .held_nanos
             .saturating_add(nanos.saturating_mul(u64::from(held)));
+    }
+
+    /// A service's request ended unanswered: its caller left (F4).
+    pub(super) fn caller_left(&mut self) {
+        let slot = self.current_mut();
+        slot.left = slot.left.saturating_add(1);
+    }
+
+    /// Whether, over the window, more than a fifth of the requests a service's handlers
+    /// ended were left by their callers before an answer: work accumulating in the handlers
+    /// (O5's evidence as a service sees it, F4).
+    pub(super) fn callers_leaving(&self) -> bool {
+        let (left, answers) = self.live().fold((0u64, 0u64), |(l, a), slot| {
+            (l + u64::from(slot.left), a + u64::from(slot.answers))
+        });
+        left * 4 > answers
     }
 
     /// An attempt was refused by the limit.

@@ -17,9 +17,11 @@
 //! crate turns on. A meter provider that does not implement binding records nothing from
 //! this crate's counters and histograms.
 
+mod admission;
 mod instruments;
 mod utilization;
 
+pub(crate) use admission::AdmissionInstruments;
 pub(crate) use instruments::Instruments;
 
 /// Counter of calls, tagged with policy and outcome.
@@ -45,6 +47,13 @@ pub const BUDGET_UTILIZATION: &str = "nresilience.budget.utilization";
 /// Gauge of overload control's adaptive limit on attempts in flight, per dependency (O2, O4).
 pub const OVERLOAD_LIMIT: &str = "nresilience.overload.limit";
 
+/// Counter of the requests a service's admission refused (F4), tagged with [`CAUSE`],
+/// [`ATTEMPT_KIND`] and [`CRITICALITY`].
+pub const ADMISSION_REFUSALS: &str = "nresilience.admission.refusals";
+/// Gauge of a service's admission limit on requests in its handlers (F4), recorded when it
+/// moves.
+pub const ADMISSION_LIMIT: &str = "nresilience.admission.limit";
+
 /// Tag: the policy's name.
 pub const POLICY: &str = "nresilience.policy";
 /// Tag: an attempt's verdict (`ok`, `transient`, `throttled`, `permanent`; `cancelled` for an
@@ -62,6 +71,11 @@ pub const CRITICALITY: &str = "nresilience.criticality";
 /// Tag: the dependency a call's attempts count in (its H5 key, a host), on overload control's
 /// limit and on the utilization of a keyed budget's buckets.
 pub const DEPENDENCY: &str = "nresilience.dependency";
+/// Tag: what refused a request at a service's admission (`deadline`, `wait`, `limit`,
+/// `shed`; F4).
+pub const CAUSE: &str = "nresilience.cause";
+/// Tag: whether a request was a first attempt or a retry (`first`, `retry`; F1).
+pub const ATTEMPT_KIND: &str = "nresilience.attempt";
 /// Tag: a nested retry's depth in the chain (C4).
 pub const DEPTH: &str = "nresilience.nesting.depth";
 /// Tag: the attempts that could reach the dependency through a nested retry and the calls
