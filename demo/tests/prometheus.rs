@@ -270,6 +270,11 @@ async fn b12_c1_c4_prometheus_sees_the_retry_ratio_refusals_nested_retries_and_o
         utilization.is_some_and(|u| u > 0.0),
         "the budget's gauge moved: {utilization:?}"
     );
+    // F3: beside it, the share of the budget the bucket uses; db advises nothing, so the whole.
+    let allowance = prometheus
+        .scalar("min(nresilience_budget_allowance{service_name=\"backend\"})")
+        .await;
+    assert_eq!(allowance, Some(1.0), "the budget's allowance gauge");
 
     // Every panel of the project's Grafana dashboard is a query this Prometheus answers.
     let dashboard: Value = serde_json::from_str(

@@ -12,6 +12,7 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use nresilience_core::clock;
 use nresilience_core::fleet::{RetryShare, DEFAULT_ACCEPTED};
+use nresilience_core::telemetry::FleetGauges;
 use nresilience_wire as wire;
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
@@ -21,6 +22,9 @@ use tower::{Layer, Service};
 /// attempt), and writes `x-nresilience-fleet` on every answer (F2).
 ///
 /// Clones share one count: build the layer once per service, as a router's `layer` does.
+/// The share seen, the share accepted and the allowance advised are gauges
+/// (`nresilience.fleet.retries`, `.accepted`, `.allowance`) of the meter provider installed
+/// when the layer is built, observed while any service it made lives.
 ///
 /// ```
 /// use axum::{body::Body, http::Request, routing::get, Router};
@@ -44,6 +48,7 @@ use tower::{Layer, Service};
 #[must_use]
 pub struct FleetLayer {
     share: Arc<RetryShare>,
+    gauges: Arc<FleetGauges>,
 }
 
 impl FleetLayer {
@@ -55,8 +60,10 @@ impl FleetLayer {
     /// A layer accepting `accepted` retries per first attempt; `None` unless it is in `0..=1`.
     #[must_use]
     pub fn accepting(accepted: f64) -> Option<Self> {
-        RetryShare::new(accepted, clock::now()).map(|share| Self {
-            share: Arc::new(share),
+        RetryShare::new(accepted, clock::now()).map(|share| {
+            let share = Arc::new(share);
+            let gauges = Arc::new(FleetGauges::new(&share));
+            Self { share, gauges }
         })
     }
 
@@ -88,6 +95,7 @@ impl<S> Layer<S> for FleetLayer {
         Fleet {
             inner,
             share: Arc::clone(&self.share),
+            _gauges: Arc::clone(&self.gauges),
         }
     }
 }
@@ -97,6 +105,8 @@ impl<S> Layer<S> for FleetLayer {
 pub struct Fleet<S> {
     inner: S,
     share: Arc<RetryShare>,
+    /// Observed while any service of the layer lives.
+    _gauges: Arc<FleetGauges>,
 }
 
 impl<S: fmt::Debug> fmt::Debug for Fleet<S> {

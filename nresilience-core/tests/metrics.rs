@@ -5,15 +5,18 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use nresilience_core::call::{Call, CallOptions, Step};
-use nresilience_core::fleet::ServerAdmission;
+use nresilience_core::fleet::{Allowance, RetryShare, ServerAdmission};
 use nresilience_core::nesting::{self, NestingSource};
 use nresilience_core::overload::OverloadControl;
+use nresilience_core::telemetry::FleetGauges;
 use nresilience_core::telemetry::{
-    ADMISSION_LIMIT, ADMISSION_REFUSALS, ATTEMPTS, ATTEMPT_DURATION, BUDGET_UTILIZATION, CALLS,
-    CALL_DURATION, HEDGES, NESTED_RETRIES, OVERLOAD_LIMIT, REJECTIONS,
+    ADMISSION_LIMIT, ADMISSION_REFUSALS, ATTEMPTS, ATTEMPT_DURATION, BUDGET_ALLOWANCE,
+    BUDGET_UTILIZATION, CALLS, CALL_DURATION, FLEET_ACCEPTED, FLEET_ALLOWANCE, FLEET_RETRIES,
+    HEDGES, NESTED_RETRIES, OVERLOAD_LIMIT, REJECTIONS,
 };
 use nresilience_core::{
     clock, Backoff, BudgetOptions, Criticality, Hedge, Jitter, RetryBudget, RetryPolicy,
@@ -83,8 +86,8 @@ fn get(points: &Points, name: &str, tags: &[(&str, &str)]) -> f64 {
 }
 
 #[tokio::test(start_paused = true)]
-async fn b11_b12_c3_c4_hg2_o4_f4_counters_histograms_and_gauges_carry_the_original_names_and_tags()
-{
+async fn b11_b12_c3_c4_hg2_o4_f2_f3_f4_counters_histograms_and_gauges_carry_the_original_names_and_tags(
+) {
     let exporter = InMemoryMetricExporter::default();
     let provider = SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(exporter.clone()).build())
@@ -123,6 +126,9 @@ async fn b11_b12_c3_c4_hg2_o4_f4_counters_histograms_and_gauges_carry_the_origin
     let now = clock::now();
     let db = keyed.keyed_bucket("db:5432", now).unwrap();
     assert!(db.try_withdraw(now, Criticality::Normal));
+    // F3: another dependency advised its bucket a quarter of its budget.
+    let cache = keyed.keyed_bucket("cache:6379", now).unwrap();
+    cache.follow(Allowance::new(0.25), now);
 
     let options = BudgetOptions::default()
         .minimum_per_second(0.0)
@@ -204,6 +210,15 @@ async fn b11_b12_c3_c4_hg2_o4_f4_counters_histograms_and_gauges_carry_the_origin
     let mut refused = Call::<()>::start(&saturating, now, db);
     assert!(matches!(refused.next::<()>(now), Step::Done(Err(_))));
 
+    // F2: a service's view of its fleet, 80 retries among 200 first attempts.
+    let share = Arc::new(RetryShare::new(0.1, now).unwrap());
+    let fleet_gauges = FleetGauges::new(&share);
+    for i in 0..200 {
+        share.record(false, now);
+        if i % 5 < 2 {
+            share.record(true, now);
+        }
+    }
     // F4: a service whose limit binds at 2 refuses a retry with one request in a handler.
     let control = OverloadControl::new().floor(1).initial(2);
     let admission = ServerAdmission::with_control(control, now).unwrap();
@@ -216,6 +231,9 @@ async fn b11_b12_c3_c4_hg2_o4_f4_counters_histograms_and_gauges_carry_the_origin
     admission.finished(handled, now);
 
     let points = collect(&provider, &exporter);
+    assert_eq!(get(&points, FLEET_RETRIES, &[]), 0.4);
+    assert_eq!(get(&points, FLEET_ACCEPTED, &[]), 0.1);
+    assert_eq!(get(&points, FLEET_ALLOWANCE, &[]), 0.5);
     let refusal = [
         ("nresilience.cause", "limit"),
         ("nresilience.attempt", "retry"),
@@ -223,6 +241,7 @@ async fn b11_b12_c3_c4_hg2_o4_f4_counters_histograms_and_gauges_carry_the_origin
     ];
     assert_eq!(get(&points, ADMISSION_REFUSALS, &refusal), 1.0);
     assert_eq!(get(&points, ADMISSION_LIMIT, &[]), 2.0);
+    drop(fleet_gauges);
     let s = ("nresilience.policy", "saturating");
     assert_eq!(
         get(
@@ -375,6 +394,13 @@ async fn b11_b12_c3_c4_hg2_o4_f4_counters_histograms_and_gauges_carry_the_origin
     );
     // The policy's own bucket, which no unkeyed call has used: full.
     assert_eq!(get(&points, BUDGET_UTILIZATION, &[k]), 0.0);
+    // F3: each bucket's advised allowance beside its utilization; unadvised, the whole.
+    let cache_key = ("nresilience.dependency", "cache:6379");
+    assert_eq!(get(&points, BUDGET_ALLOWANCE, &[k, cache_key]), 0.25);
+    let db_key = ("nresilience.dependency", "db:5432");
+    assert_eq!(get(&points, BUDGET_ALLOWANCE, &[k, db_key]), 1.0);
+    assert_eq!(get(&points, BUDGET_ALLOWANCE, &[k]), 1.0);
+    assert_eq!(get(&points, BUDGET_ALLOWANCE, &[p]), 1.0);
     assert_eq!(
         get(
             &points,

@@ -108,6 +108,14 @@ impl KeyedBuckets {
             .collect()
     }
 
+    /// Hands every bucket, with its key, to `visit`, under the table's lock: what the
+    /// budget's gauges read at a collection.
+    pub(crate) fn each(&self, visit: &mut dyn FnMut(&str, &TokenBucket)) {
+        for (key, bucket) in lock(&self.keys).iter() {
+            visit(key, bucket);
+        }
+    }
+
     /// The most keys tracked at once.
     pub fn max_keys(&self) -> usize {
         self.max_keys

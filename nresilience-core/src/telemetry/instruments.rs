@@ -1,13 +1,13 @@
 //! The instruments a policy records into, and the series it has bound.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use opentelemetry::metrics::{
     BoundCounter, BoundHistogram, Counter, Gauge, Histogram, Meter, ObservableGauge,
 };
 use opentelemetry::{global, KeyValue, StringValue};
 
-use super::utilization::{self, Utilization};
+use super::utilization::{self, Buckets};
 use super::{
     ATTEMPTS, ATTEMPT_DURATION, CALLS, CALL_DURATION, CANCELLED, CRITICALITY, DEPENDENCY, DEPTH,
     HEDGES, NESTED_RETRIES, OUTCOME, OVERLOAD_LIMIT, POLICY, POTENTIAL_ATTEMPTS, REASON,
@@ -36,8 +36,8 @@ pub(crate) struct Instruments {
     nested_retries: Counter<u64>,
     hedges: Counter<u64>,
     overload_limit: Gauge<u64>,
-    /// Kept for the policy's life: the gauge is observed through its callback.
-    _utilization: ObservableGauge<f64>,
+    /// Kept for the policy's life: the budget's gauges are observed through their callbacks.
+    _budget_gauges: [ObservableGauge<f64>; 2],
     attempt_series: [OnceLock<Timed>; VERDICTS],
     /// Attempts dropped unanswered: counted, never timed, so no duration series is bound
     /// (a bound series is exported from then on, empty or not).
@@ -69,11 +69,11 @@ impl Timed {
 }
 
 impl Instruments {
-    /// The instruments of the policy tagged `policy`, whose buckets `utilization` reads.
-    pub(crate) fn new(policy: StringValue, utilization: Box<Utilization>) -> Self {
+    /// The instruments of the policy tagged `policy`, whose buckets `buckets` hands out.
+    pub(crate) fn new(policy: StringValue, buckets: Arc<Buckets>) -> Self {
         let meter = global::meter("nresilience");
         Self {
-            _utilization: utilization::gauge(&meter, policy.clone(), utilization),
+            _budget_gauges: utilization::gauges(&meter, &policy, buckets),
             policy,
             calls: counter(&meter, CALLS, "calls made"),
             attempts: counter(

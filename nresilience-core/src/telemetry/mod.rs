@@ -18,10 +18,12 @@
 //! this crate's counters and histograms.
 
 mod admission;
+mod fleet;
 mod instruments;
 mod utilization;
 
 pub(crate) use admission::AdmissionInstruments;
+pub use fleet::FleetGauges;
 pub(crate) use instruments::Instruments;
 
 /// Counter of calls, tagged with policy and outcome.
@@ -44,9 +46,20 @@ pub const HEDGES: &str = "nresilience.hedges";
 /// every policy with a budget: the policy's own bucket tagged with the policy, each keyed
 /// bucket with the policy and its [`DEPENDENCY`].
 pub const BUDGET_UTILIZATION: &str = "nresilience.budget.utilization";
+/// Gauge of the share of its own retry budget each client uses as its dependency advises
+/// (F3): 1 (the whole budget, and what a dependency that advises nothing leaves) to 0, tagged
+/// like [`BUDGET_UTILIZATION`].
+pub const BUDGET_ALLOWANCE: &str = "nresilience.budget.allowance";
 /// Gauge of overload control's adaptive limit on attempts in flight, per dependency (O2, O4).
 pub const OVERLOAD_LIMIT: &str = "nresilience.overload.limit";
 
+/// Gauge of the retries per first attempt reaching a service, as its [`FleetGauges`] last
+/// read them (F2).
+pub const FLEET_RETRIES: &str = "nresilience.fleet.retries";
+/// Gauge of the retries per first attempt a service accepts (F2).
+pub const FLEET_ACCEPTED: &str = "nresilience.fleet.accepted";
+/// Gauge of the share of their own retry budgets a service advises its callers (F2).
+pub const FLEET_ALLOWANCE: &str = "nresilience.fleet.allowance";
 /// Counter of the requests a service's admission refused (F4), tagged with [`CAUSE`],
 /// [`ATTEMPT_KIND`] and [`CRITICALITY`].
 pub const ADMISSION_REFUSALS: &str = "nresilience.admission.refusals";

@@ -8,7 +8,7 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 
 use super::{Buckets, Config, Inner, RetryPolicy, RetryPolicyBuilder};
-use crate::budget::RetryBudget;
+use crate::budget::{RetryBudget, TokenBucket};
 use crate::clock;
 use crate::executor::latency::estimates::Estimates;
 use crate::executor::latency::latest::Latest;
@@ -94,9 +94,9 @@ impl RetryPolicy {
         };
         let utilization = {
             let (buckets, budget) = (Arc::downgrade(&buckets), config.budget.clone());
-            move |observe: &mut dyn FnMut(Option<&str>, f64)| {
+            move |observe: &mut dyn FnMut(Option<&str>, &TokenBucket)| {
                 if let Some(buckets) = buckets.upgrade() {
-                    buckets.utilization(&budget, clock::now(), observe);
+                    buckets.each(&budget, clock::now(), observe);
                 }
             }
         };
@@ -106,7 +106,7 @@ impl RetryPolicy {
                 buckets,
                 estimates,
                 rng,
-                instruments: Instruments::new(policy_tag, Box::new(utilization)),
+                instruments: Instruments::new(policy_tag, Arc::new(utilization)),
                 trackers,
             }),
         }
@@ -114,25 +114,23 @@ impl RetryPolicy {
 }
 
 impl Buckets {
-    /// Each bucket's utilization at `now`, for the budget's gauge (B11): the policy's own
-    /// (made full now if no call has made it yet, as the first call would make it), then
-    /// every keyed one.
-    fn utilization(
+    /// Each bucket at `now`, for the budget's gauges (B11, F3): the policy's own (made full
+    /// now if no call has made it yet, as the first call would make it), then every keyed
+    /// one.
+    fn each(
         &self,
         budget: &RetryBudget,
         now: Instant,
-        observe: &mut dyn FnMut(Option<&str>, f64),
+        observe: &mut dyn FnMut(Option<&str>, &TokenBucket),
     ) {
         let own = self
             .own
             .get_or_init(|| budget.make_bucket(now).ok().flatten());
         if let Some(bucket) = own {
-            observe(None, bucket.utilization(now));
+            observe(None, bucket);
         }
         if let Some(Some(keyed)) = self.keyed.get() {
-            for (key, utilization) in keyed.utilization(now) {
-                observe(Some(&key), utilization);
-            }
+            keyed.each(&mut |key, bucket| observe(Some(key), bucket));
         }
     }
 }
