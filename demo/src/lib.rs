@@ -6,6 +6,7 @@
 //! Each hop is a `fn …_app(..) -> Router`, so a test can drive it without sockets.
 
 pub mod chain;
+pub mod fleet;
 mod format;
 pub mod matrix;
 pub mod telemetry;

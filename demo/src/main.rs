@@ -3,8 +3,9 @@
 //! `demo` with no arguments runs the whole chain in one process once per row — nresilience
 //! with its defaults and with what it leaves off, no retries, and the peer libraries (P1) —,
 //! 20 s each with a 5-second fault in db, printing a line a second and the rows side by side.
-//! `demo --matrix` runs every row through every kind of fault (P3). `demo
-//! frontend|backend|db` runs one hop as its own process. The storm simulator is the
+//! `demo --matrix` runs every row through every kind of fault (P3). `demo --fleet N` runs N
+//! client processes against one server hop, with and without the server coordinating their
+//! retries (F5). `demo frontend|backend|db` runs one hop as its own process. The storm simulator is the
 //! `simulator` package's.
 
 use std::net::SocketAddr;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
 use demo::chain::{self, Budget, ChainArgs, CurrentRun, Db, DbArgs, Hop, Result, RetryArgs, Stats};
+use demo::fleet::{self, FleetArgs};
 use demo::{matrix, telemetry};
 
 #[derive(Debug, Parser)]
@@ -22,6 +24,8 @@ struct Cli {
     command: Option<Command>,
     #[command(flatten)]
     chain: ChainArgs,
+    #[command(flatten)]
+    fleet: FleetArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -32,6 +36,20 @@ enum Command {
     Backend(RetryingHop),
     /// Runs the frontend hop alone, calling `--upstream` (a backend).
     Frontend(RetryingHop),
+    /// One client of `--fleet`, run by it in a process of its own.
+    #[command(hide = true)]
+    FleetClient(FleetClient),
+}
+
+/// A fleet client: what it calls, how often, for how long.
+#[derive(Debug, clap::Args)]
+struct FleetClient {
+    #[arg(long)]
+    upstream: String,
+    #[arg(long)]
+    rps: u32,
+    #[arg(long)]
+    seconds: u64,
 }
 
 /// db alone: where it listens, its capacity and its fault.
@@ -64,7 +82,19 @@ struct RetryingHop {
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let valid = match &cli.command {
+        None if cli.fleet.fleet.is_some() => cli.fleet.validate(),
         None => cli.chain.validate(),
+        Some(Command::FleetClient(client)) => chain::parse_upstream(&client.upstream)
+            .map(drop)
+            .and_then(|()| {
+                FleetArgs {
+                    fleet: Some(1),
+                    fleet_rps: client.rps,
+                    fleet_seconds: client.seconds,
+                    ..cli.fleet
+                }
+                .validate()
+            }),
         Some(Command::Db(hop)) => hop.db.validate(),
         Some(Command::Backend(hop) | Command::Frontend(hop)) => hop
             .retry
@@ -79,6 +109,10 @@ async fn main() -> Result<()> {
     let stats = Arc::new(Stats::new());
     let current = Arc::new(CurrentRun::new(Arc::clone(&stats)));
     match cli.command {
+        None if cli.fleet.fleet.is_some() => drop(fleet::run(&cli.fleet, cli.chain.json).await?),
+        Some(Command::FleetClient(client)) => {
+            fleet::run_client(&client.upstream, client.rps, client.seconds).await?;
+        }
         None if cli.chain.matrix => {
             let args = cli.chain.clone();
             tokio::task::spawn_blocking(move || matrix::run(&args).map(drop)).await??;

@@ -89,6 +89,17 @@ fn d5_values_that_would_fail_every_request_are_refused_with_the_reason() {
             &["db", "--fault", "errors", "--fault-error-rate=-0.5"],
             "--fault-error-rate must be a share",
         ),
+        (&["--fleet", "0"], "--fleet takes 1 to 200 client processes"),
+        (
+            &["--fleet", "3", "--fleet-failing", "1"],
+            "--fleet-failing takes a share from 0 to below 1",
+        ),
+        (
+            &["--fleet", "3", "--fleet-seconds", "5"],
+            "--fleet-seconds takes 10 to 600 seconds",
+        ),
+        (&["--fleet-rps", "3"], "--fleet <N>"),
+        (&["--fleet", "3", "--matrix"], "cannot be used with"),
     ] {
         let said = refused(args);
         assert!(said.contains(says), "{args:?}: {said}");
