@@ -42,6 +42,12 @@ const GRPC_UNAVAILABLE: HeaderValue = HeaderValue::from_static("14");
 /// [`ignore_inbound`](crate::NestedRetryLayer::ignore_inbound), so a public caller cannot
 /// claim to be a first attempt's critical call.
 ///
+/// A request whose caller goes away is counted as ended when the server drops its handler's
+/// future, as axum and hyper do: the handler's work stops with it. Work a handler spawns to
+/// outlive its request (a database that finishes a query nobody waits for) is not seen; a
+/// service built that way should admit inside the spawned work, with
+/// [`ServerAdmission`] itself.
+///
 /// Clones share one admission: build the layer once per service, as a router's `layer` does.
 ///
 /// ```
