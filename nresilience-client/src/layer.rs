@@ -27,7 +27,8 @@ pub const DEFAULT_MAX_BUFFERED_BODY: usize = 64 * 1024;
 /// the default `Automatic` budget each host gets its own bucket, from the policy's keyed
 /// buckets: clones of one policy share them.
 ///
-/// Under a policy that hedges, a request that may be retried is hedged (HG1): each hedge is
+/// Under a policy that hedges, a request that may be retried is hedged (HG1) when its method
+/// is idempotent or a [`Hedgeable`](crate::Hedgeable) extension says so: each hedge is
 /// another call of the inner service beside the one in flight, made once the service is ready
 /// for it, carrying the marker and the chain headers; the first acceptable answer is returned
 /// and the others are dropped.
@@ -43,6 +44,7 @@ pub struct RetryLayer<C = HttpClassifier> {
 pub(crate) struct Shared {
     pub(crate) policy: RetryPolicy,
     retry_non_idempotent: bool,
+    hedge_non_idempotent: bool,
     max_buffered_body: usize,
 }
 
@@ -53,6 +55,7 @@ impl RetryLayer {
             shared: Arc::new(Shared {
                 policy,
                 retry_non_idempotent: false,
+                hedge_non_idempotent: false,
                 max_buffered_body: DEFAULT_MAX_BUFFERED_BODY,
             }),
             classifier: HttpClassifier::new(),
@@ -65,6 +68,15 @@ impl<C> RetryLayer<C> {
     /// extension on a request still wins. Defaults to `false`.
     pub fn retry_non_idempotent(mut self, retry: bool) -> Self {
         Arc::make_mut(&mut self.shared).retry_non_idempotent = retry;
+        self
+    }
+
+    /// Hedges POST, PATCH and other non-idempotent methods too, under a policy that hedges,
+    /// when they may be retried; a [`Hedgeable`](crate::Hedgeable) extension on a request
+    /// still wins. Defaults to `false`: a retried POST is sent again after a failure, never
+    /// twice at once.
+    pub fn hedge_non_idempotent(mut self, hedge: bool) -> Self {
+        Arc::make_mut(&mut self.shared).hedge_non_idempotent = hedge;
         self
     }
 
@@ -106,6 +118,7 @@ impl<C> fmt::Debug for RetryLayer<C> {
         f.debug_struct("RetryLayer")
             .field("policy", &self.shared.policy)
             .field("retry_non_idempotent", &self.shared.retry_non_idempotent)
+            .field("hedge_non_idempotent", &self.shared.hedge_non_idempotent)
             .field("max_buffered_body", &self.shared.max_buffered_body)
             .finish()
     }
@@ -204,9 +217,14 @@ where
             .upper()
             .is_none_or(|upper| upper <= shared.max_buffered_body as u64);
         let authority = request.uri().authority().map_or("", |a| a.as_str());
+        let hedgeable = request::hedging_allowed(
+            request.extensions().get(),
+            shared.hedge_non_idempotent,
+            request.method(),
+        );
         let call = request::start(
             policy,
-            opted && may_fit,
+            (opted && may_fit, hedgeable),
             request.method(),
             authority,
             request.headers(),

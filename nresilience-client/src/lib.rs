@@ -37,7 +37,7 @@ pub use future::ResponseFuture;
 pub use layer::{Retry, RetryLayer, DEFAULT_MAX_BUFFERED_BODY};
 /// The headers on the wire: their names, and the parse and format of every value.
 pub use nresilience_wire as wire;
-pub use request::Retryable;
+pub use request::{Hedgeable, Retryable};
 /// The rustls that [`ClientBuilder::build_tls`] takes a configuration of, so that yours is
 /// the same version.
 #[cfg(feature = "rustls")]

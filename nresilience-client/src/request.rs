@@ -16,9 +16,51 @@ use crate::telemetry::{self, Destination};
 /// A per-request override of whether a request may be retried, set as a request extension.
 ///
 /// It wins both ways: `Retryable(true)` opts a POST in, `Retryable(false)` keeps a GET
-/// to a single attempt. A body too large to buffer is sent once whatever it says.
+/// to a single attempt. A body too large to buffer is sent once whatever it says. Opting a
+/// POST into retries does not opt it into hedging, under a policy that hedges: that takes
+/// [`Hedgeable`] too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retryable(pub bool);
+
+/// A per-request override of whether a request that may be retried may also be hedged
+/// (HG1): sent again beside the attempt in flight, before that one has answered. Set as a
+/// request extension.
+///
+/// Without it, only an idempotent method is hedged (or any, with the driver's
+/// `hedge_non_idempotent`, as the gRPC layer sets it): `Retryable(true)` (or the driver's
+/// `retry_non_idempotent`) lets a POST be sent again after a failure, one attempt at a time,
+/// never two at once, since both could reach the server. `Hedgeable(true)` lets it be;
+/// `Hedgeable(false)` keeps a GET's attempts one at a time. A request that may not be retried
+/// is never hedged, whatever it says.
+///
+/// ```
+/// use http::Request;
+/// use nresilience_client::{Hedgeable, Retryable};
+///
+/// let mut order = Request::post("http://orders.internal/").body(())?;
+/// // Retried and hedged: the server deduplicates by an idempotency key.
+/// order.extensions_mut().insert(Retryable(true));
+/// order.extensions_mut().insert(Hedgeable(true));
+/// assert_eq!(order.extensions().get(), Some(&Hedgeable(true)));
+/// # Ok::<(), http::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hedgeable(pub bool);
+
+/// Whether the caller lets a request be hedged: its [`Hedgeable`] extension when it has one,
+/// which wins both ways; otherwise an idempotent method (H3), or any with the driver's
+/// `hedge_non_idempotent` — its `retry_non_idempotent` opts a method into retries only.
+#[inline]
+pub(crate) fn hedging_allowed(
+    hedgeable: Option<&Hedgeable>,
+    hedge_non_idempotent: bool,
+    method: &Method,
+) -> bool {
+    match hedgeable {
+        Some(Hedgeable(choice)) => *choice,
+        None => hedge_non_idempotent || is_idempotent(method),
+    }
+}
 
 /// Whether the caller lets a request be retried: its [`Retryable`] extension when it has one,
 /// which wins both ways; otherwise an idempotent method (H3), or any with the driver's
@@ -36,13 +78,13 @@ pub(crate) fn opted_in(
 }
 
 /// Starts the call of a request to `authority` under `policy`, at most one attempt unless it
-/// `may_retry`: charged to the host's own bucket (H5), and nested when the request already
-/// carries the marker (N5). Started outside the retrying scope: the call reads whether it is
-/// nested itself.
+/// `may_retry`, hedged only if it `may_hedge` too: charged to the host's own bucket (H5),
+/// and nested when the request already carries the marker (N5). Started outside the
+/// retrying scope: the call reads whether it is nested itself.
 #[inline(always)]
 pub(crate) fn start<E>(
     policy: &RetryPolicy,
-    may_retry: bool,
+    (may_retry, may_hedge): (bool, bool),
     method: &Method,
     authority: &str,
     headers: &HeaderMap,
@@ -50,6 +92,7 @@ pub(crate) fn start<E>(
     let key = host_key(authority);
     let options = CallOptions::new()
         .may_retry(may_retry)
+        .may_hedge(may_hedge)
         .marked(wire::carries_marker(headers))
         .target(authority)
         .method(method.as_str())

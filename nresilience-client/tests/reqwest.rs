@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Extensions;
 use nresilience_client::reqwest::{retry_error, RetryMiddleware};
-use nresilience_client::Retryable;
+use nresilience_client::{Hedgeable, Retryable};
 use nresilience_core::{Hedge, RetryError, RetryPolicyBuilder};
 use reqwest_middleware::{ClientWithMiddleware, Middleware, Next};
 use support::driver::{Driver, NestingProbe, Outbound, Reply, Setup};
@@ -58,6 +58,9 @@ impl Driver for Reqwest {
         }
         if let Some(choice) = outbound.retryable {
             request = request.with_extension(Retryable(choice));
+        }
+        if let Some(choice) = outbound.hedgeable {
+            request = request.with_extension(Hedgeable(choice));
         }
         match request.send().await {
             Ok(response) => Ok(Reply {

@@ -21,7 +21,9 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::{self, Client as HyperClient};
 use hyper_util::rt::TokioExecutor;
-use nresilience_client::{Client, Retry, RetryBody, RetryLayer, Retryable, TransportError};
+use nresilience_client::{
+    Client, Hedgeable, Retry, RetryBody, RetryLayer, Retryable, TransportError,
+};
 use nresilience_core::{RetryError, RetryPolicyBuilder};
 use support::driver::{Driver, NestingProbe, Outbound, Reply, Setup};
 use support::{marked, policy, server, unmarked};
@@ -82,6 +84,9 @@ fn request(outbound: Outbound) -> Request<Full<Bytes>> {
     *request.headers_mut() = outbound.headers;
     if let Some(choice) = outbound.retryable {
         request.extensions_mut().insert(Retryable(choice));
+    }
+    if let Some(choice) = outbound.hedgeable {
+        request.extensions_mut().insert(Hedgeable(choice));
     }
     request
 }

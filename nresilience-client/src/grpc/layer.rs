@@ -19,7 +19,8 @@ use crate::layer::{Retry, RetryLayer};
 /// A tower layer that retries gRPC calls under a [`RetryPolicy`], in front of a tonic
 /// `Channel` or any service of `http::Request<tonic::body::Body>`.
 ///
-/// It is a [`RetryLayer`] that retries POSTs (every gRPC call is one), classifies with
+/// It is a [`RetryLayer`] that retries and, under a policy that hedges, hedges POSTs (every
+/// gRPC call is one: a policy with a hedge is the channel's hedging policy, gRFC A6), classifies with
 /// [`GrpcClassifier`], hands the inner service `tonic::body::Body` requests, and fails with
 /// a [`tonic::Status`]. A call whose request messages are all ready when it is made is
 /// buffered (up to [`max_buffered_body`](Self::max_buffered_body)), may be retried, and
@@ -37,6 +38,7 @@ impl GrpcRetryLayer {
         Self {
             inner: RetryLayer::new(policy)
                 .retry_non_idempotent(true)
+                .hedge_non_idempotent(true)
                 .classifier(GrpcClassifier::new()),
         }
     }

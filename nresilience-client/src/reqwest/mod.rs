@@ -105,6 +105,7 @@ pub fn retry_error(error: &reqwest_middleware::Error) -> Option<&Error> {
 pub struct RetryMiddleware {
     policy: RetryPolicy,
     retry_non_idempotent: bool,
+    hedge_non_idempotent: bool,
     classifier: HttpClassifier,
 }
 
@@ -115,6 +116,7 @@ impl RetryMiddleware {
         Self {
             policy,
             retry_non_idempotent: false,
+            hedge_non_idempotent: false,
             classifier: HttpClassifier::new(),
         }
     }
@@ -133,6 +135,15 @@ impl RetryMiddleware {
         self
     }
 
+    /// Hedges POST, PATCH and other non-idempotent methods too, under a policy that hedges,
+    /// when they may be retried; a [`Hedgeable`](crate::Hedgeable) extension on a request
+    /// still wins. Defaults to `false`: a retried POST is sent again after a failure, never
+    /// twice at once.
+    pub fn hedge_non_idempotent(mut self, hedge: bool) -> Self {
+        self.hedge_non_idempotent = hedge;
+        self
+    }
+
     /// The policy the middleware retries under.
     #[must_use]
     pub fn policy(&self) -> &RetryPolicy {
@@ -145,6 +156,7 @@ impl fmt::Debug for RetryMiddleware {
         f.debug_struct("RetryMiddleware")
             .field("policy", &self.policy)
             .field("retry_non_idempotent", &self.retry_non_idempotent)
+            .field("hedge_non_idempotent", &self.hedge_non_idempotent)
             .finish_non_exhaustive()
     }
 }
@@ -174,9 +186,14 @@ impl Middleware for RetryMiddleware {
         );
         // A streamed body cannot be sent again: its call is a single attempt, unmarked.
         let replayable = request.body().is_none_or(|body| body.as_bytes().is_some());
+        let hedgeable = request::hedging_allowed(
+            extensions.get(),
+            self.hedge_non_idempotent,
+            request.method(),
+        );
         let call = request::start(
             &self.policy,
-            opted && replayable,
+            (opted && replayable, hedgeable),
             request.method(),
             authority(request.url()),
             request.headers(),

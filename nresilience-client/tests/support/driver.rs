@@ -51,6 +51,8 @@ pub struct Outbound {
     pub body: Bytes,
     /// The per-request choice (a `Retryable` extension), when the request makes one.
     pub retryable: Option<bool>,
+    /// The per-request choice of hedging (a `Hedgeable` extension), when it makes one.
+    pub hedgeable: Option<bool>,
 }
 
 impl Outbound {
@@ -61,6 +63,7 @@ impl Outbound {
             headers: HeaderMap::new(),
             body: body.into(),
             retryable: None,
+            hedgeable: None,
         }
     }
 
@@ -74,6 +77,11 @@ impl Outbound {
 
     pub fn retryable(mut self, choice: bool) -> Self {
         self.retryable = Some(choice);
+        self
+    }
+
+    pub fn hedgeable(mut self, choice: bool) -> Self {
+        self.hedgeable = Some(choice);
         self
     }
 
@@ -92,6 +100,7 @@ impl Outbound {
             && self.headers.is_empty()
             && self.body.is_empty()
             && self.retryable.is_none()
+            && self.hedgeable.is_none()
     }
 }
 

@@ -51,6 +51,7 @@ macro_rules! behaviour_suite {
         $crate::support::suite::behaviour_suite!(@each $driver, tokio::test;
             hg1_hg3_a_slow_get_is_hedged_marked_and_the_first_answer_wins,
             hg3_a_post_is_never_hedged,
+            hg3_a_post_opted_into_retries_is_not_hedged_without_its_own_opt_in,
             hg1_each_attempt_s_answer_is_on_its_own_span,
             h2_retry_after_past_the_deadline_stops_at_once,
             e1_connection_refused_is_transient_retried_and_the_last_error_kept,
@@ -410,6 +411,37 @@ pub async fn hg3_a_post_is_never_hedged<D: Driver>() {
     assert!(start.elapsed() >= wait);
     assert_eq!(script.requests(), 1);
     assert_eq!(script.markers(), unmarked());
+}
+
+pub async fn hg3_a_post_opted_into_retries_is_not_hedged_without_its_own_opt_in<D: Driver>() {
+    let wait = Duration::from_millis(300);
+    let hedging = || policy().hedge(Some(Hedge::after(Duration::from_millis(50))));
+    // Retryable: sent again after a failure, never twice at once.
+    for driver in [D::new(hedging()), D::with(hedging(), every_method())] {
+        let (addr, script) = slow_server(vec![(200, None, wait)]);
+        let order = Outbound::post(addr, "order").retryable(true);
+        let reply = driver.send(order).await.unwrap();
+        assert_eq!(reply.status, 200);
+        assert_eq!(script.requests(), 1, "one POST reached the server");
+        assert_eq!(script.markers(), marked(1), "it may be retried: marked");
+    }
+    // Hedgeable too: the second attempt goes beside the first.
+    let (addr, script) = slow_server(vec![(200, None, wait), (200, None, Duration::ZERO)]);
+    let order = Outbound::post(addr, "order")
+        .retryable(true)
+        .hedgeable(true);
+    let reply = D::new(hedging()).send(order).await.unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(script.requests(), 2, "the POST was hedged");
+    assert_eq!(script.received_bodies(), vec![Bytes::from("order"); 2]);
+    // And a GET kept to one attempt at a time.
+    let (addr, script) = slow_server(vec![(200, None, wait)]);
+    let reply = D::new(hedging())
+        .send(Outbound::get(addr).hedgeable(false))
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(script.requests(), 1);
 }
 
 pub async fn e5_an_attempt_cut_by_its_timeout_is_retried<D: Driver>() {

@@ -225,8 +225,10 @@ impl<E> Call<E> {
             .criticality
             .filter(|_| policy.ambient_criticality())
             .unwrap_or(policy.criticality());
-        let may_hedge =
-            policy.hedge().is_some() && max_attempts > 1 && criticality != Criticality::Sheddable;
+        let may_hedge = options.may_hedge
+            && policy.hedge().is_some()
+            && max_attempts > 1
+            && criticality != Criticality::Sheddable;
         let span = tracing::info_span!(
             "resilience",
             otel.name = field::display(format_args!("resilience {}", policy.name())),

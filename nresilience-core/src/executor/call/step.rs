@@ -10,6 +10,7 @@ use crate::executor::error::RetryError;
 #[derive(Debug, Clone, Copy)]
 pub struct CallOptions<'a> {
     pub(super) may_retry: bool,
+    pub(super) may_hedge: bool,
     pub(super) marked: bool,
     pub(super) target: Option<&'a str>,
     pub(super) method: Option<&'a str>,
@@ -28,6 +29,7 @@ impl<'a> CallOptions<'a> {
     pub fn new() -> Self {
         Self {
             may_retry: true,
+            may_hedge: true,
             marked: false,
             target: None,
             method: None,
@@ -41,6 +43,15 @@ impl<'a> CallOptions<'a> {
     #[must_use]
     pub fn may_retry(mut self, may_retry: bool) -> Self {
         self.may_retry = may_retry;
+        self
+    }
+
+    /// Lets this one call hedge, when its policy hedges and it may retry (HG1). `false` keeps
+    /// its attempts one at a time: a request that may be sent again after a failure but not
+    /// twice at once (an opted-in POST). Defaults to `true`.
+    #[must_use]
+    pub fn may_hedge(mut self, may_hedge: bool) -> Self {
+        self.may_hedge = may_hedge;
         self
     }
 
