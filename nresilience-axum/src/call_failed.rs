@@ -13,7 +13,8 @@ use nresilience_wire as wire;
 /// What a handler answers when a retrying call it made failed: the status that says why, and
 /// the signal that keeps the caller's retrying client from piling on.
 ///
-/// Made with `?` from a [`RetryError`]:
+/// Made with `?` from a [`RetryError`] (and, with the feature `reqwest`, from the
+/// `reqwest_middleware::Error` of `nresilience-client`'s middleware):
 ///
 /// | the call | status | headers |
 /// |---|---|---|
@@ -101,6 +102,29 @@ impl CallFailed {
 
 impl<E> From<RetryError<E>> for CallFailed {
     fn from(error: RetryError<E>) -> Self {
+        Self::of(&error)
+    }
+}
+
+/// A failed call through `nresilience-client`'s reqwest middleware, with `?`: the
+/// middleware's retry error says why the call stopped; any other error (a middleware in front
+/// of it, a request that could not be built) answers `502` with no signal.
+#[cfg(feature = "reqwest")]
+impl From<reqwest_middleware::Error> for CallFailed {
+    fn from(error: reqwest_middleware::Error) -> Self {
+        match nresilience_client::reqwest::retry_error(&error) {
+            Some(retry) => Self::of(retry),
+            None => Self {
+                reason: StopReason::Permanent,
+                attempts: 1,
+                retry_after: None,
+            },
+        }
+    }
+}
+
+impl CallFailed {
+    fn of<E>(error: &RetryError<E>) -> Self {
         Self {
             reason: error.reason(),
             attempts: error.attempts(),

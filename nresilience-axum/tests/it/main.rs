@@ -6,5 +6,6 @@ mod axum_router;
 mod chain_headers;
 mod fleet;
 mod hyper_service;
+mod reqwest_call_failed;
 mod support;
 mod tonic_server;
