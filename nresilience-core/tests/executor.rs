@@ -623,6 +623,37 @@ async fn b8_limiter_refusals_are_self_imposed_and_cost_the_budget_nothing() {
     assert_eq!(policy.bucket(now).unwrap().balance(now), 0.0);
 }
 
+/// The breaker counts attempts, not calls: with the default 3 attempts, two calls that fail
+/// every attempt are six transient failures in a row, past the default 5, and open it.
+#[tokio::test(start_paused = true)]
+async fn b8_the_breaker_counts_each_attempt_so_two_failed_calls_of_three_attempts_open_it() {
+    let start = Instant::now().into_std();
+    let breaker = Arc::new(CircuitBreaker::new(BreakerOptions::default(), start).unwrap());
+    let policy = base()
+        .backoff(Backoff::none())
+        .circuit_breaker(Arc::clone(&breaker))
+        .build()
+        .unwrap();
+    let error = policy
+        .execute(|_| async { Err::<(), ()>(()) })
+        .await
+        .unwrap_err();
+    assert_eq!(error.attempts(), 3);
+    let now = Instant::now().into_std();
+    assert_eq!(
+        breaker.state(now),
+        BreakerState::Closed,
+        "three failures of five"
+    );
+    let _ = policy.execute(|_| async { Err::<(), ()>(()) }).await;
+    let now = Instant::now().into_std();
+    assert_eq!(
+        breaker.state(now),
+        BreakerState::Open,
+        "the second call's second attempt"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn b8_half_open_breaker_recovers_through_the_executor_after_self_imposed_refusals() {
     let start = Instant::now().into_std();

@@ -47,6 +47,11 @@
 //! itself; a permanent failure (`404`) is the caller's own. Both are
 //! [`BreakerOutcome::Ignored`], as is an attempt this process's own limiter refused.
 //!
+//! A policy's breaker counts attempts, not calls: each attempt of a retrying call records its
+//! outcome. With the default 3 attempts, a call that fails every one is three failures, so
+//! two such calls (six in a row) open the default breaker of five. Set `consecutive_failures`
+//! with the policy's attempts in mind: five failed calls of three attempts are 15.
+//!
 //! # Why an ignored outcome is still recorded
 //!
 //! A half-open breaker has a fixed number of probe slots, and a permit holds one until its
