@@ -14,10 +14,10 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+use http::header::{HeaderValue, RETRY_AFTER};
 use libfuzzer_sys::fuzz_target;
+use nresilience_fuzz::values_of;
 use nresilience_wire::{parse_retry_after, retry_after};
-use nresilience_fuzz::lines;
 
 /// Wed, 21 Oct 2015 07:28:00 GMT, the README's example.
 const T0: u64 = 1_445_412_480;
@@ -97,13 +97,7 @@ fn check_one(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let values: Vec<HeaderValue> = lines(data)
-        .filter_map(|line| HeaderValue::from_bytes(line).ok())
-        .collect();
-    let mut headers = HeaderMap::new();
-    for value in &values {
-        headers.append(RETRY_AFTER, value.clone());
-    }
+    let (values, headers) = values_of(&RETRY_AFTER, data);
     for now in nows() {
         let first = values.iter().find_map(|value| check_one(value, now));
         assert_eq!(

@@ -16,6 +16,18 @@ pub fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
         .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
 }
 
+/// The input's lines that are header values, and all of them as `name`'s values, in order.
+pub fn values_of(name: &HeaderName, data: &[u8]) -> (Vec<HeaderValue>, HeaderMap) {
+    let values: Vec<HeaderValue> = lines(data)
+        .filter_map(|line| HeaderValue::from_bytes(line).ok())
+        .collect();
+    let mut headers = HeaderMap::new();
+    for value in &values {
+        headers.append(name, value.clone());
+    }
+    (values, headers)
+}
+
 /// One line of a `name: value` input.
 #[derive(Debug)]
 pub enum Line<'a> {

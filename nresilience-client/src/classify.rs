@@ -11,7 +11,7 @@
 //! | timeout, attempt ceiling | `Transient` (the executor's verdict) | yes, on the transient curve | no |
 //! | `408 Request Timeout` | `Transient { retry_after }` | yes | no |
 //! | `429 Too Many Requests` | `Throttled { self_imposed: false, retry_after }` | yes, charged to the budget | no |
-//! | `503` with a valid `Retry-After` | `Throttled { self_imposed: false, retry_after: Some(_) }` | yes, after exactly the pushback | no |
+//! | `503` with a valid `Retry-After` or `retry-after-ms` | `Throttled { self_imposed: false, retry_after: Some(_) }` | yes, after exactly the pushback | no |
 //! | `503` without one (absent or garbage) | `Transient { retry_after: None }` | yes, on the transient curve | no |
 //! | any other `5xx` | `Transient { retry_after }` | yes | no |
 //! | every other status: `1xx`, `2xx`, `3xx`, `4xx` but `408`/`429` | `Success` | no: returned to the caller | yes |
@@ -23,7 +23,8 @@
 //! would multiply the load. Each can be turned off per client
 //! ([`HttpClassifier::overload_signal`], [`HttpClassifier::retried_signal`]), and then the
 //! answer is classified by its status alone.
-//! `retry_after` is the first valid `Retry-After` header ([`retry_after`]), or `None`.
+//! `retry_after` is the first valid `retry-after-ms` header, else the first valid
+//! `Retry-After` ([`retry_after`]), or `None`.
 //! Pushback replaces the backoff curve verbatim, capped only by the backoff cap and the time
 //! left; pushback at least as long as the time left ends the call at once with
 //! `DeadlineExceeded`. A `Retry-After` on a `408` or a `5xx` other than `503`
@@ -294,6 +295,21 @@ mod tests {
     #[test]
     fn h1_503_without_retry_after_is_transient() {
         assert_eq!(classify(503, &HeaderMap::new()), Verdict::TRANSIENT);
+    }
+
+    #[test]
+    fn k13_a_429_with_retry_after_ms_waits_its_milliseconds_before_retry_after() {
+        let mut headers = with_retry_after("3");
+        headers.insert("retry-after-ms", HeaderValue::from_static("1500"));
+        assert_eq!(
+            classify(429, &headers),
+            throttled(Some(Duration::from_millis(1_500)))
+        );
+        assert_eq!(
+            classify(503, &headers),
+            throttled(Some(Duration::from_millis(1_500))),
+            "a 503 with a pushback is a throttle, whichever header carries it"
+        );
     }
 
     #[test]

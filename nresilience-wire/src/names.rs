@@ -43,6 +43,9 @@ pub const GRPC_PREVIOUS_ATTEMPTS: HeaderName =
 /// gRPC's own per-call deadline.
 pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
+/// `retry-after-ms`: a server's pushback in milliseconds (the OpenAI and Anthropic APIs).
+pub const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+
 /// A gRPC server's pushback: wait this many milliseconds, or with a negative value, do not
 /// retry (gRFC A6).
 pub const GRPC_PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");

@@ -1,5 +1,5 @@
 //! Reading a server's `Retry-After` pushback: delta-seconds or an HTTP-date, as a
-//! delay from now.
+//! delay from now; and the pushback of an answer, where `retry-after-ms` comes first.
 //!
 //! The value comes from the peer, so anything this module cannot read is ignored with a
 //! `debug` event, never an error or a panic: the backoff curve applies instead.
@@ -75,15 +75,21 @@ pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duratio
     }
 }
 
-/// The pushback in the first `Retry-After` header of `headers` that parses.
+/// The pushback an answer's `headers` ask for: the first `retry-after-ms` value that parses
+/// ([`retry_after_ms`](crate::retry_after_ms)), else the first `Retry-After` value that does.
 ///
-/// Every value is read as by [`parse_retry_after`]; values before the first valid one are
-/// skipped with a `debug` event each. `None` when there is no such header or none parses.
+/// `retry-after-ms` wins when both parse, as the SDKs that read both (OpenAI's and
+/// Anthropic's, the Vercel AI SDK) let it: it is the same pushback, to the millisecond.
+/// Every `Retry-After` value is read as by [`parse_retry_after`]; values before the first
+/// valid one are skipped with a `debug` event each. `None` when neither header parses.
+#[must_use]
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    headers
-        .get_all(RETRY_AFTER)
-        .iter()
-        .find_map(|value| parse_retry_after(value, now))
+    crate::retry_after_ms(headers).or_else(|| {
+        headers
+            .get_all(RETRY_AFTER)
+            .iter()
+            .find_map(|value| parse_retry_after(value, now))
+    })
 }
 
 /// The `Retry-After` value for `wait`: whole seconds, rounded up, so that a caller that
@@ -114,6 +120,46 @@ mod tests {
 
     fn parse(value: &str) -> Option<Duration> {
         parse_retry_after(&HeaderValue::from_str(value).unwrap(), now())
+    }
+
+    #[test]
+    fn k13_retry_after_ms_comes_before_retry_after_and_garbage_in_it_does_not() {
+        let mut headers = HeaderMap::new();
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("2"));
+        assert_eq!(retry_after(&headers, now()), Some(Duration::from_secs(2)));
+        headers.append(crate::RETRY_AFTER_MS, HeaderValue::from_static("soon"));
+        assert_eq!(
+            retry_after(&headers, now()),
+            Some(Duration::from_secs(2)),
+            "an unusable retry-after-ms is no pushback: Retry-After decides"
+        );
+        headers.append(crate::RETRY_AFTER_MS, HeaderValue::from_static("1250.5"));
+        assert_eq!(
+            retry_after(&headers, now()),
+            Some(Duration::from_micros(1_250_500)),
+            "the first retry-after-ms that parses wins"
+        );
+        headers.remove(RETRY_AFTER);
+        assert_eq!(
+            retry_after(&headers, now()),
+            Some(Duration::from_micros(1_250_500))
+        );
+    }
+
+    proptest! {
+        /// K13's precedence over any pair of values: a `retry-after-ms` that parses decides,
+        /// else the `Retry-After` that parses, else nothing.
+        #[test]
+        fn k13_the_precedence_holds_for_any_values(ms in "[ -~]{0,12}", seconds in "[ -~]{0,12}") {
+            let mut headers = HeaderMap::new();
+            let ms_value = HeaderValue::from_str(&ms).unwrap();
+            let seconds_value = HeaderValue::from_str(&seconds).unwrap();
+            headers.insert(crate::RETRY_AFTER_MS, ms_value.clone());
+            headers.insert(RETRY_AFTER, seconds_value.clone());
+            let expected = crate::parse_retry_after_ms(ms_value.as_bytes())
+                .or_else(|| parse_retry_after(&seconds_value, now()));
+            prop_assert_eq!(retry_after(&headers, now()), expected);
+        }
     }
 
     #[test]

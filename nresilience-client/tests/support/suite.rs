@@ -32,6 +32,7 @@ macro_rules! behaviour_suite {
             n1_a_request_already_marked_is_not_stamped_twice,
             n1_a_policy_of_one_attempt_does_not_stamp,
             k13_retry_after_seconds_is_obeyed_exactly,
+            k13_retry_after_ms_is_obeyed_exactly_before_retry_after,
             h2_retry_after_http_date_is_obeyed,
             h2_garbage_or_past_retry_after_falls_back_to_the_curve,
             h4_attempts_exhausted_on_a_retryable_status_return_the_last_response,
@@ -212,6 +213,20 @@ pub async fn n1_a_policy_of_one_attempt_does_not_stamp<D: Driver>() {
 pub async fn k13_retry_after_seconds_is_obeyed_exactly<D: Driver>() {
     let (waited, script) = waited_through::<D>(&[(429, Some("2")), (503, Some("1"))]).await;
     assert_eq!(waited, Duration::from_secs(3));
+    assert_eq!(script.requests(), 3);
+}
+
+pub async fn k13_retry_after_ms_is_obeyed_exactly_before_retry_after<D: Driver>() {
+    // A 429 with both (the OpenAI and Anthropic APIs send both), then a 503 with a fraction
+    // (tokio's timers round a wait up to the next millisecond).
+    let (addr, script) = signalling_server(&[
+        (429, vec![("retry-after-ms", "1500"), ("retry-after", "2")]),
+        (503, vec![("retry-after-ms", "249.5")]),
+    ]);
+    let start = Instant::now();
+    let reply = D::new(policy()).send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(start.elapsed(), Duration::from_millis(1_750));
     assert_eq!(script.requests(), 3);
 }
 
