@@ -52,6 +52,10 @@ pub struct ClientBuilder {
 
 impl Client {
     /// A client with default connection settings retrying under `policy`.
+    ///
+    /// Build it once and clone it (clones share the policy, its budget and the connection
+    /// pool): a client built per request carries a budget that is discarded before it sees
+    /// enough traffic to bound anything.
     #[must_use]
     pub fn new(policy: RetryPolicy) -> Self {
         Self::builder(policy).build()

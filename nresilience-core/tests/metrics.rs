@@ -16,7 +16,7 @@ use nresilience_core::telemetry::FleetGauges;
 use nresilience_core::telemetry::{
     ADMISSION_LIMIT, ADMISSION_REFUSALS, ATTEMPTS, ATTEMPT_DURATION, BUDGET_ALLOWANCE,
     BUDGET_UTILIZATION, CALLS, CALL_DURATION, FLEET_ACCEPTED, FLEET_ALLOWANCE, FLEET_RETRIES,
-    HEDGES, NESTED_RETRIES, OVERLOAD_LIMIT, REJECTIONS,
+    HEDGES, NESTED_RETRIES, OVERLOAD_LIMIT, PER_CALL_BUDGETS, REJECTIONS,
 };
 use nresilience_core::{
     clock, Backoff, BudgetOptions, Criticality, Hedge, Jitter, RetryBudget, RetryPolicy,
@@ -230,7 +230,13 @@ async fn b11_b12_c3_c4_hg2_o4_f2_f3_f4_counters_histograms_and_gauges_carry_the_
         .is_err());
     admission.finished(handled, now);
 
+    // A policy per call: past a hundred budgets of their own in a second, each is counted.
+    for _ in 0..200 {
+        drop(RetryPolicy::builder().name("per-call").build().unwrap());
+    }
+
     let points = collect(&provider, &exporter);
+    assert!(get(&points, PER_CALL_BUDGETS, &[]) >= 100.0, "{points:#?}");
     assert_eq!(get(&points, FLEET_RETRIES, &[]), 0.4);
     assert_eq!(get(&points, FLEET_ACCEPTED, &[]), 0.1);
     assert_eq!(get(&points, FLEET_ALLOWANCE, &[]), 0.5);

@@ -26,6 +26,7 @@
 mod bucket;
 mod keyed;
 mod options;
+pub(crate) mod per_call;
 mod registry;
 #[cfg(feature = "tower")]
 mod tower;

@@ -50,6 +50,9 @@ pub const BUDGET_UTILIZATION: &str = "nresilience.budget.utilization";
 /// (F3): 1 (the whole budget, and what a dependency that advises nothing leaves) to 0, tagged
 /// like [`BUDGET_UTILIZATION`].
 pub const BUDGET_ALLOWANCE: &str = "nresilience.budget.allowance";
+/// Counter of policies with budgets of their own built past 100 a second: budgets built one
+/// per call, which bound nothing (reported once as a `tracing` warning too).
+pub const PER_CALL_BUDGETS: &str = "nresilience.budget.per_call";
 /// Gauge of overload control's adaptive limit on attempts in flight, per dependency (O2, O4).
 pub const OVERLOAD_LIMIT: &str = "nresilience.overload.limit";
 

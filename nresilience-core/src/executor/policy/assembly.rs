@@ -8,7 +8,7 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 
 use super::{Buckets, Config, Inner, RetryPolicy, RetryPolicyBuilder};
-use crate::budget::{RetryBudget, TokenBucket};
+use crate::budget::{per_call, RetryBudget, TokenBucket};
 use crate::clock;
 use crate::executor::latency::estimates::Estimates;
 use crate::executor::latency::latest::Latest;
@@ -59,9 +59,11 @@ impl RetryPolicy {
         let mut buckets = Arc::default();
         let mut trackers = Arc::default();
         let mut kept_estimates = None;
+        let mut own_budget = matches!(config.budget, RetryBudget::Automatic(_));
         if let Some(previous) = previous.map(|p| &*p.inner) {
             if previous.config.budget == config.budget {
                 buckets = Arc::clone(&previous.buckets);
+                own_budget = false;
             }
             if previous.config.overload_control == config.overload_control {
                 trackers = Arc::clone(&previous.trackers);
@@ -73,6 +75,9 @@ impl RetryPolicy {
             {
                 kept_estimates = previous.estimates.clone();
             }
+        }
+        if own_budget {
+            per_call::note_build(clock::now());
         }
         let estimates = kept_estimates.or_else(|| {
             Estimates::new(

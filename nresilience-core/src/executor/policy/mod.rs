@@ -377,7 +377,10 @@ impl fmt::Debug for RetryPolicy {
 }
 
 impl Default for RetryPolicy {
-    /// The default policy; see [`RetryPolicy::builder`].
+    /// The default policy; see [`RetryPolicy::builder`]. Its budget is its own and its
+    /// clones': build it once per dependency and clone it, never per call — a budget built per
+    /// call bounds nothing, and more than a hundred built in a second are reported once with a
+    /// `tracing` warning and counted in `nresilience.budget.per_call`.
     fn default() -> Self {
         Self::from_config(builder::default_config(), None)
     }
