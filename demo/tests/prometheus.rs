@@ -275,6 +275,12 @@ async fn b12_c1_c4_prometheus_sees_the_retry_ratio_refusals_nested_retries_and_o
         .scalar("min(nresilience_budget_allowance{service_name=\"backend\"})")
         .await;
     assert_eq!(allowance, Some(1.0), "the budget's allowance gauge");
+    // O4: overload control's limit per dependency, as the overload panel reads it; db fails
+    // fast, keeping pace with what it is sent, so the limit is unbound (the maximum).
+    let limit = prometheus
+        .scalar("max(nresilience_overload_limit{service_name=\"backend\"})")
+        .await;
+    assert_eq!(limit, Some(1_000.0), "the overload limit's gauge");
 
     // Every panel of the project's Grafana dashboard is a query this Prometheus answers.
     let dashboard: Value = serde_json::from_str(
