@@ -16,7 +16,7 @@ use nresilience_core::telemetry::FleetGauges;
 use nresilience_core::telemetry::{
     ADMISSION_LIMIT, ADMISSION_REFUSALS, ATTEMPTS, ATTEMPT_DURATION, BUDGET_ALLOWANCE,
     BUDGET_UTILIZATION, CALLS, CALL_DURATION, FLEET_ACCEPTED, FLEET_ALLOWANCE, FLEET_RETRIES,
-    HEDGES, NESTED_RETRIES, OVERLOAD_LIMIT, PER_CALL_BUDGETS, REJECTIONS,
+    HEDGES, NESTED_RETRIES, OVERLOAD_LIMIT, OVERLOAD_REFUSALS, PER_CALL_BUDGETS, REJECTIONS,
 };
 use nresilience_core::{
     clock, Backoff, BudgetOptions, Criticality, Hedge, Jitter, RetryBudget, RetryPolicy,
@@ -249,6 +249,20 @@ async fn b11_b12_c3_c4_hg2_o4_f2_f3_f4_counters_histograms_and_gauges_carry_the_
     assert_eq!(get(&points, ADMISSION_LIMIT, &[]), 2.0);
     drop(fleet_gauges);
     let s = ("nresilience.policy", "saturating");
+    // O4: the refusal by cause, per dependency.
+    assert_eq!(
+        get(
+            &points,
+            OVERLOAD_REFUSALS,
+            &[
+                s,
+                ("nresilience.cause", "limit"),
+                c_normal(),
+                ("nresilience.dependency", "db:5432"),
+            ]
+        ),
+        1.0
+    );
     assert_eq!(
         get(
             &points,

@@ -9,9 +9,9 @@ use opentelemetry::{global, KeyValue, StringValue};
 
 use super::utilization::{self, Buckets};
 use super::{
-    ATTEMPTS, ATTEMPT_DURATION, CALLS, CALL_DURATION, CANCELLED, CRITICALITY, DEPENDENCY, DEPTH,
-    HEDGES, NESTED_RETRIES, OUTCOME, OVERLOAD_LIMIT, POLICY, POTENTIAL_ATTEMPTS, REASON,
-    REJECTIONS, SECONDS, SOURCE, VERDICT,
+    ATTEMPTS, ATTEMPT_DURATION, CALLS, CALL_DURATION, CANCELLED, CAUSE, CRITICALITY, DEPENDENCY,
+    DEPTH, HEDGES, NESTED_RETRIES, OUTCOME, OVERLOAD_LIMIT, OVERLOAD_REFUSALS, POLICY,
+    POTENTIAL_ATTEMPTS, REASON, REJECTIONS, SECONDS, SOURCE, VERDICT,
 };
 use crate::criticality::Criticality;
 use crate::outcome::{RejectReason, StopReason};
@@ -36,6 +36,7 @@ pub(crate) struct Instruments {
     nested_retries: Counter<u64>,
     hedges: Counter<u64>,
     overload_limit: Gauge<u64>,
+    overload_refusals: Counter<u64>,
     /// Kept for the policy's life: the budget's gauges are observed through their callbacks.
     _budget_gauges: [ObservableGauge<f64>; 2],
     attempt_series: [OnceLock<Timed>; VERDICTS],
@@ -102,6 +103,11 @@ impl Instruments {
                 .u64_gauge(OVERLOAD_LIMIT)
                 .with_description("overload control's limit on attempts in flight")
                 .build(),
+            overload_refusals: counter(
+                &meter,
+                OVERLOAD_REFUSALS,
+                "calls overload control refused, by cause and dependency",
+            ),
             attempt_series: Default::default(),
             cancelled_series: OnceLock::new(),
             call_series: Default::default(),
@@ -196,6 +202,28 @@ impl Instruments {
 
     /// Overload control's limit for a `dependency` (none: the policy's own), when it moved.
     /// Not bound: it moves seldom, and dependencies come and go.
+    /// A call overload control refused, by `cause` (`wait` or `limit`), per dependency: on
+    /// the refusal's cold path, so not bound.
+    pub(crate) fn overload_refusal(
+        &self,
+        cause: &'static str,
+        criticality: Criticality,
+        dependency: Option<&std::sync::Arc<str>>,
+    ) {
+        let mut tags = vec![
+            KeyValue::new(POLICY, self.policy.clone()),
+            KeyValue::new(CAUSE, cause),
+            KeyValue::new(CRITICALITY, criticality.as_str()),
+        ];
+        if let Some(key) = dependency {
+            tags.push(KeyValue::new(
+                DEPENDENCY,
+                StringValue::from(std::sync::Arc::clone(key)),
+            ));
+        }
+        self.overload_refusals.add(1, &tags);
+    }
+
     pub(crate) fn overload_limit(&self, limit: u32, dependency: Option<&std::sync::Arc<str>>) {
         let policy = KeyValue::new(POLICY, self.policy.clone());
         match dependency {

@@ -50,6 +50,10 @@ pub const BUDGET_UTILIZATION: &str = "nresilience.budget.utilization";
 /// (F3): 1 (the whole budget, and what a dependency that advises nothing leaves) to 0, tagged
 /// like [`BUDGET_UTILIZATION`].
 pub const BUDGET_ALLOWANCE: &str = "nresilience.budget.allowance";
+/// Counter of calls overload control refused (O1, O2), tagged with policy, [`CAUSE`] (`wait`:
+/// the expected wait outlasted the call; `limit`: no room under the limit), criticality and
+/// dependency.
+pub const OVERLOAD_REFUSALS: &str = "nresilience.overload.refusals";
 /// Counter of policies with budgets of their own built past 100 a second: budgets built one
 /// per call, which bound nothing (reported once as a `tracing` warning too).
 pub const PER_CALL_BUDGETS: &str = "nresilience.budget.per_call";
@@ -87,8 +91,8 @@ pub const CRITICALITY: &str = "nresilience.criticality";
 /// Tag: the dependency a call's attempts count in (its H5 key, a host), on overload control's
 /// limit and on the utilization of a keyed budget's buckets.
 pub const DEPENDENCY: &str = "nresilience.dependency";
-/// Tag: what refused a request at a service's admission (`deadline`, `wait`, `limit`,
-/// `shed`; F4).
+/// Tag: what refused a call at overload control (`wait`, `limit`; O1, O2) or a request at a
+/// service's admission (`deadline`, `wait`, `limit`, `shed`; F4).
 pub const CAUSE: &str = "nresilience.cause";
 /// Tag: whether a request was a first attempt or a retry (`first`, `retry`; F1).
 pub const ATTEMPT_KIND: &str = "nresilience.attempt";

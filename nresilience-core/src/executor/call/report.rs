@@ -76,14 +76,15 @@ impl<E> Call<E> {
         let reason = RejectReason::Saturated;
         let instruments = self.policy.instruments();
         instruments.rejection(reason, self.criticality);
-        if let Some(load) = &self.load {
-            let limit = load.limit(now);
-            instruments.overload_limit(limit, load.dependency());
-        }
         let cause = match saturated.cause {
             SaturatedBy::Wait => "wait",
             SaturatedBy::Limit => "limit",
         };
+        if let Some(load) = &self.load {
+            let limit = load.limit(now);
+            instruments.overload_limit(limit, load.dependency());
+            instruments.overload_refusal(cause, self.criticality, load.dependency());
+        }
         tracing::event!(
             parent: &self.span,
             Level::INFO,
