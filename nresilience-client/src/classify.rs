@@ -11,7 +11,7 @@
 //! | timeout, attempt ceiling | `Transient` (the executor's verdict) | yes, on the transient curve | no |
 //! | `408 Request Timeout` | `Transient { retry_after }` | yes | no |
 //! | `429 Too Many Requests` | `Throttled { self_imposed: false, retry_after }` | yes, charged to the budget | no |
-//! | `503` with a valid `Retry-After` or `retry-after-ms` | `Throttled { self_imposed: false, retry_after: Some(_) }` | yes, after exactly the pushback | no |
+//! | `503` with a valid `Retry-After`, `retry-after-ms` or exhausted `RateLimit` | `Throttled { self_imposed: false, retry_after: Some(_) }` | yes, after exactly the pushback | no |
 //! | `503` without one (absent or garbage) | `Transient { retry_after: None }` | yes, on the transient curve | no |
 //! | any other `5xx` | `Transient { retry_after }` | yes | no |
 //! | every other status: `1xx`, `2xx`, `3xx`, `4xx` but `408`/`429` | `Success` | no: returned to the caller | yes |
@@ -24,7 +24,8 @@
 //! ([`HttpClassifier::overload_signal`], [`HttpClassifier::retried_signal`]), and then the
 //! answer is classified by its status alone.
 //! `retry_after` is the first valid `retry-after-ms` header, else the first valid
-//! `Retry-After` ([`retry_after`]), or `None`.
+//! `Retry-After`, else the reset of an exhausted `RateLimit` quota ([`retry_after`]), or
+//! `None`.
 //! Pushback replaces the backoff curve verbatim, capped only by the backoff cap and the time
 //! left; pushback at least as long as the time left ends the call at once with
 //! `DeadlineExceeded`. A `Retry-After` on a `408` or a `5xx` other than `503`
@@ -309,6 +310,25 @@ mod tests {
             classify(503, &headers),
             throttled(Some(Duration::from_millis(1_500))),
             "a 503 with a pushback is a throttle, whichever header carries it"
+        );
+    }
+
+    #[test]
+    fn k13_a_429_whose_ratelimit_quota_is_exhausted_waits_for_its_reset() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "ratelimit",
+            HeaderValue::from_static(r#""default";r=0;t=5"#),
+        );
+        assert_eq!(
+            classify(429, &headers),
+            throttled(Some(Duration::from_secs(5)))
+        );
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("2"));
+        assert_eq!(
+            classify(429, &headers),
+            throttled(Some(Duration::from_secs(2))),
+            "Retry-After names the wait: it comes first"
         );
     }
 

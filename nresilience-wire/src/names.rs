@@ -43,6 +43,9 @@ pub const GRPC_PREVIOUS_ATTEMPTS: HeaderName =
 /// gRPC's own per-call deadline.
 pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
+/// `RateLimit`: a server's quotas, and when an exhausted one resets (the IETF draft).
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
 /// `retry-after-ms`: a server's pushback in milliseconds (the OpenAI and Anthropic APIs).
 pub const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 

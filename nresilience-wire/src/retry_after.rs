@@ -76,7 +76,9 @@ pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duratio
 }
 
 /// The pushback an answer's `headers` ask for: the first `retry-after-ms` value that parses
-/// ([`retry_after_ms`](crate::retry_after_ms)), else the first `Retry-After` value that does.
+/// ([`retry_after_ms`](crate::retry_after_ms)), else the first `Retry-After` value that does,
+/// else the reset of an exhausted `RateLimit` quota ([`read_ratelimit`](crate::read_ratelimit)):
+/// the headers that name a wait come before the field that describes a quota.
 ///
 /// `retry-after-ms` wins when both parse, as the SDKs that read both (OpenAI's and
 /// Anthropic's, the Vercel AI SDK) let it: it is the same pushback, to the millisecond.
@@ -84,12 +86,14 @@ pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duratio
 /// valid one are skipped with a `debug` event each. `None` when neither header parses.
 #[must_use]
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    crate::retry_after_ms(headers).or_else(|| {
-        headers
-            .get_all(RETRY_AFTER)
-            .iter()
-            .find_map(|value| parse_retry_after(value, now))
-    })
+    crate::retry_after_ms(headers)
+        .or_else(|| {
+            headers
+                .get_all(RETRY_AFTER)
+                .iter()
+                .find_map(|value| parse_retry_after(value, now))
+        })
+        .or_else(|| crate::read_ratelimit(headers))
 }
 
 /// The `Retry-After` value for `wait`: whole seconds, rounded up, so that a caller that
