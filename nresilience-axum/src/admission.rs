@@ -207,12 +207,8 @@ fn refusal<ResB: Default>(refused: &Refused, grpc: bool) -> Response<ResB> {
         headers.insert(wire::GRPC_STATUS, GRPC_UNAVAILABLE);
         wire::write_grpc_signal(headers, Signal::Overloaded);
     } else {
+        wire::write_signal(headers, Signal::Overloaded, Some(refused.retry_after));
         *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-        wire::write_signal(
-            response.headers_mut(),
-            Signal::Overloaded,
-            Some(refused.retry_after),
-        );
     }
     response
 }

@@ -1,4 +1,5 @@
-//! A budget built per call is no budget, and the library says so: more than a hundred
+//! A budget built per call is no budget — it never sees the successes that fund it (B1) —
+//! and the library says so: more than a hundred
 //! policies with budgets of their own built in a second are reported with one `tracing`
 //! warning, and counted in `nresilience.budget.per_call`.
 //!
@@ -36,7 +37,7 @@ impl<S: Subscriber> Layer<S> for Warnings {
 }
 
 #[test]
-fn policies_built_one_per_call_are_reported_once_and_shared_or_reconfigured_ones_never() {
+fn b1_policies_built_one_per_call_are_reported_once_and_shared_or_reconfigured_ones_never() {
     let warnings = Warnings::default();
     let subscriber = tracing_subscriber::registry().with(warnings.clone());
     tracing::subscriber::with_default(subscriber, || {

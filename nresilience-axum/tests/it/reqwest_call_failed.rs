@@ -51,7 +51,7 @@ async fn c6_a_call_the_middleware_retried_answers_with_the_retried_signal() {
 }
 
 #[tokio::test]
-async fn an_error_from_outside_the_middleware_answers_502_with_no_signal() {
+async fn c1_c6_an_error_from_outside_the_middleware_answers_502_with_no_signal() {
     // No retry middleware: the error is reqwest's own.
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new()).build();
     let failed = failed_through(&client, &refusing().await).await;

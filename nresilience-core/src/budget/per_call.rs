@@ -97,7 +97,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_hundred_budgets_a_second_are_alone_and_the_next_ones_per_call_reported_once() {
+    fn b1_a_hundred_budgets_a_second_are_alone_and_the_next_ones_per_call_reported_once() {
         let rate = BuildRate::default();
         for _ in 0..PER_SECOND {
             assert_eq!(rate.built(3), Built::Alone);
@@ -113,7 +113,7 @@ mod tests {
     }
 
     #[test]
-    fn a_steady_ninety_a_second_is_never_per_call() {
+    fn b1_a_steady_ninety_a_second_is_never_per_call() {
         let rate = BuildRate::default();
         for second in 0..50 {
             for _ in 0..90 {
