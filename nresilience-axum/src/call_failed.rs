@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use axum_core::response::{IntoResponse, Response};
 use http::header::HeaderMap;
-use http::StatusCode;
+use http::{Extensions, StatusCode};
+use nresilience_core::call::Attempts;
 use nresilience_core::chain::Signal;
 use nresilience_core::{RetryError, StopReason};
 use nresilience_wire as wire;
@@ -124,6 +125,47 @@ impl From<reqwest_middleware::Error> for CallFailed {
 }
 
 impl CallFailed {
+    /// The answer for a dependency's response the handler cannot use (a `5xx`, say): a
+    /// retrying client returns the last response when its attempts run out on a retryable
+    /// status (H4), and the response's [`Attempts`] say why the call stopped and how many
+    /// attempts it made, so the answer carries the signal a failed call's would — `502` with
+    /// `x-nresilience-retried: N` after retrying, `503` with the overload signal for an
+    /// overloaded answer. A response the call accepted, or one without [`Attempts`], answers
+    /// `502` with no signal.
+    ///
+    /// ```
+    /// use http::{Response, StatusCode};
+    /// use nresilience_axum::CallFailed;
+    ///
+    /// // A response no retrying client returned: no attempts to tell of.
+    /// let response = Response::builder().status(404).body(()).unwrap();
+    /// let failed = CallFailed::from_response(&response);
+    /// assert_eq!(failed.status(), StatusCode::BAD_GATEWAY);
+    /// assert_eq!(failed.retried(), None);
+    /// ```
+    #[must_use]
+    pub fn from_response<B>(response: &http::Response<B>) -> Self {
+        Self::from_extensions(response.extensions())
+    }
+
+    /// [`from_response`](Self::from_response) by the response's extensions: a
+    /// `reqwest::Response`'s, through `nresilience-client`'s middleware.
+    #[must_use]
+    pub fn from_extensions(extensions: &Extensions) -> Self {
+        match extensions.get::<Attempts>() {
+            Some(attempts) if attempts.failed() => Self {
+                reason: attempts.reason(),
+                attempts: attempts.made(),
+                retry_after: None,
+            },
+            attempts => Self {
+                reason: StopReason::Permanent,
+                attempts: attempts.map_or(1, Attempts::made),
+                retry_after: None,
+            },
+        }
+    }
+
     fn of<E>(error: &RetryError<E>) -> Self {
         Self {
             reason: error.reason(),

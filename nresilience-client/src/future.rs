@@ -207,10 +207,13 @@ where
                 this.flights.as_mut().sleep(until);
                 *this.state = State::Running { held_hedge: None };
             }
-            Step::Done(output) => {
+            Step::Done(mut output) => {
                 // The attempts still in flight lost: dropped now.
                 *this.state = State::Done;
                 this.flights.as_mut().clear();
+                if let (Ok(response), Some(attempts)) = (&mut output, this.call.answered_after()) {
+                    response.extensions_mut().insert(attempts);
+                }
                 return Poll::Ready(output);
             }
         }

@@ -11,6 +11,10 @@
 //! every attempt. When the attempts run out on a retryable status, the last response is
 //! returned rather than an error.
 //!
+//! Every response returned carries an [`Attempts`] extension: the attempts made, the one that
+//! answered, the hedges and the time waited between attempts, and whether the call stopped on
+//! an answer it did not accept (H8).
+//!
 //! The ids in parentheses (B1, C2, O5 …) name the rules of the repository's
 //! [docs/rules.md](https://github.com/nresilience/nresilience-rs/blob/main/docs/rules.md),
 //! each given there in full; the text beside an id says the rule in brief.
@@ -35,6 +39,8 @@ pub use classify::HttpClassifier;
 pub use client::{Client, ClientBuilder};
 pub use future::ResponseFuture;
 pub use layer::{Retry, RetryLayer, DEFAULT_MAX_BUFFERED_BODY};
+/// What every response a client returns says of the attempts behind it, as an extension (H8).
+pub use nresilience_core::call::Attempts;
 /// The headers on the wire: their names, and the parse and format of every value.
 pub use nresilience_wire as wire;
 pub use request::{Hedgeable, Retryable};

@@ -21,7 +21,7 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes};
 use http::uri::PathAndQuery;
 use nresilience_client::grpc::{self, GrpcRetry};
-use nresilience_client::{wire, TransportError};
+use nresilience_client::{wire, Attempts, TransportError};
 use nresilience_core::{
     Backoff, BudgetOptions, Hedge, Jitter, RetryBudget, RetryError, RetryPolicy,
     RetryPolicyBuilder, StopReason,
@@ -291,6 +291,9 @@ async fn hg1_hg3_a_slow_call_is_hedged_with_the_marker_and_the_first_answer_wins
 async fn n2_h6_unavailable_twice_then_ok_succeeds_on_the_third_attempt_marked_each_time() {
     let (addr, script) = server(&[(Code::Unavailable, None), (Code::Unavailable, None)]);
     let response = say(channel(addr, policy()), hello()).await.unwrap();
+    // H8: the tonic response carries the attempts behind it, as every client's does.
+    let made = response.extensions().get::<Attempts>().map(Attempts::made);
+    assert_eq!(made, Some(3));
     assert_eq!(response.into_inner(), "hello", "the message was replayed");
     assert_eq!(script.markers(), vec![vec!["1".to_owned()]; 3]);
     // F1: gRFC A6's count of the attempts before this one, on every attempt but the first.

@@ -66,6 +66,7 @@ impl Driver for Reqwest {
             Ok(response) => Ok(Reply {
                 status: response.status(),
                 headers: response.headers().clone(),
+                attempts: response.extensions().get().copied(),
                 body: response.bytes().await.unwrap(),
             }),
             Err(error) => {

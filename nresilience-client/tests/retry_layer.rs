@@ -63,6 +63,7 @@ impl Driver for Tower {
         Ok(Reply {
             status: parts.status,
             headers: parts.headers,
+            attempts: parts.extensions.get().copied(),
             body: body.collect().await.unwrap().to_bytes(),
         })
     }

@@ -3,6 +3,7 @@
 
 mod admission;
 mod axum_router;
+mod call_failed_response;
 mod chain_headers;
 mod fleet;
 mod hyper_service;

@@ -151,10 +151,13 @@ where
                 return Poll::Ready(match output {
                     Ok(()) => {
                         // Only an attempt that answered with a response ends the call with one.
-                        let Some((response, own)) = answered else {
+                        let Some((mut response, own)) = answered else {
                             unreachable!("a call ends with a response only as one lands")
                         };
                         **this.extensions = own;
+                        if let Some(attempts) = this.call.answered_after() {
+                            response.extensions_mut().insert(attempts);
+                        }
                         Ok(response)
                     }
                     Err(error) => Err(reqwest_middleware::Error::Middleware(anyhow::Error::new(

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use nresilience_core::call::Attempts;
 use nresilience_core::nesting::{self, NestingSource};
 use nresilience_core::{RetryError, RetryPolicyBuilder};
 
@@ -110,6 +111,8 @@ pub struct Reply {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// What the response's extension says of the attempts behind it (H8).
+    pub attempts: Option<Attempts>,
 }
 
 /// The headers a request arrives with, as a proxy-like handler receives them.

@@ -48,6 +48,7 @@ macro_rules! behaviour_suite {
             f1_every_attempt_says_which_of_its_call_it_is,
             f3_the_dependency_s_advice_holds_the_host_s_budget,
             f3_advice_that_does_not_parse_leaves_the_budget_alone,
+            h8_every_answer_says_the_attempts_behind_it,
         );
         $crate::support::suite::behaviour_suite!(@each $driver, tokio::test;
             hg1_hg3_a_slow_get_is_hedged_marked_and_the_first_answer_wins,
@@ -394,6 +395,44 @@ pub async fn hg1_hg3_a_slow_get_is_hedged_marked_and_the_first_answer_wins<D: Dr
     assert_eq!(attempts[1].field("http.request.resend_count"), Some("1"));
     assert_eq!(attempts[1].field("nresilience.hedge"), Some("true"));
     assert_eq!(script.attempts(), ["-", "2; hedge"], "F1");
+    // The hedge answered: its answer says so (H8).
+    let attempts = reply.attempts.unwrap();
+    assert_eq!(
+        (attempts.made(), attempts.answered_by(), attempts.hedges()),
+        (2, 2, 1)
+    );
+    assert_eq!(attempts.waited(), Duration::ZERO);
+}
+
+pub async fn h8_every_answer_says_the_attempts_behind_it<D: Driver>() {
+    // A first attempt's success: one attempt, nothing waited.
+    let (addr, _) = server(&[]);
+    let reply = D::new(policy()).send(Outbound::get(addr)).await.unwrap();
+    let attempts = reply.attempts.expect("every response carries its attempts");
+    assert_eq!((attempts.made(), attempts.answered_by()), (1, 1));
+    assert_eq!((attempts.retries(), attempts.hedges()), (0, 0));
+    assert_eq!(attempts.waited(), Duration::ZERO);
+    assert_eq!(attempts.reason(), StopReason::Succeeded);
+    // A success after a retry: the 100 ms backoff and the 2 s pushback are the time waited.
+    let (addr, _) = server(&[(502, None), (503, Some("2"))]);
+    let reply = D::new(policy()).send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(reply.status, 200);
+    let attempts = reply.attempts.unwrap();
+    assert_eq!(
+        (attempts.made(), attempts.answered_by(), attempts.retries()),
+        (3, 3, 2)
+    );
+    assert_eq!(attempts.waited(), Duration::from_millis(2_100));
+    assert!(!attempts.failed());
+    // The attempts ran out on a retryable status: the answer is returned, and says the call
+    // failed (H4).
+    let (addr, _) = server(&[(502, None), (502, None), (503, None)]);
+    let reply = D::new(policy()).send(Outbound::get(addr)).await.unwrap();
+    assert_eq!(reply.status, 503);
+    let attempts = reply.attempts.unwrap();
+    assert_eq!((attempts.made(), attempts.answered_by()), (3, 3));
+    assert_eq!(attempts.reason(), StopReason::AttemptsExhausted);
+    assert!(attempts.failed());
 }
 
 pub async fn hg1_each_attempt_s_answer_is_on_its_own_span<D: Driver>() {

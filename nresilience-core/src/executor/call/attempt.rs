@@ -124,6 +124,7 @@ impl<E> Call<E> {
         }
         // The token, if any, paid for this retry: it goes out.
         self.token = false;
+        self.tally.wakes(now);
         if let Some(concurrent) = self.concurrent.as_deref_mut() {
             concurrent.first = Some((self.attempts, now));
             concurrent.pushback = None;
@@ -166,6 +167,7 @@ impl<E> Call<E> {
         self.settle_permit(self.attempts + 1, BreakerOutcome::Ignored, now);
         if let Some(load) = self.load.clone() {
             if let Some(until) = self.room_worth_waiting_for(&saturated, &load, now, left) {
+                self.tally.sleeps(now);
                 return Step::Sleep(until);
             }
             if let Some(waiting) = self.waiting.take() {

@@ -93,7 +93,10 @@ impl<E> Call<E> {
                 self.stop(reason, now);
                 Step::Done(Err(self.error(reason, None)))
             }
-            Decision::Sleep(until) => Step::Sleep(until),
+            Decision::Sleep(until) => {
+                self.tally.sleeps(now);
+                Step::Sleep(until)
+            }
             Decision::Refuse(reason) => self.refusing(reason, now),
         }
     }

@@ -78,6 +78,7 @@ impl<E> Call<E> {
             concurrent.permits.push((self.attempts, permit));
         }
         self.policy.instruments().hedge(true);
+        self.tally.hedged();
         Step::Hedge(self.admit(now, left, true, admission))
     }
 

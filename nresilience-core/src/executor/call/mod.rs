@@ -103,6 +103,7 @@ use crate::overload::{Answer, LoadTracker, Ticket, WaitTicket};
 use crate::verdict::Verdict;
 
 mod attempt;
+mod attempts;
 mod decide;
 mod hedging;
 mod report;
@@ -111,8 +112,10 @@ mod step;
 pub use crate::executor::flights::{AttemptScope, FlightEvent, Flights};
 pub use crate::executor::timer::Timer;
 pub use attempt::Attempt;
+pub use attempts::Attempts;
 pub use step::{CallOptions, Step};
 
+use attempts::Tally;
 use decide::{answers, deadline, stronger, Decision};
 use hedging::HedgeState;
 use report::Nested;
@@ -179,6 +182,8 @@ pub struct Call<E> {
     ticket: Ticket,
     /// The call's place among those waiting for room under the limit, while it waits (O7).
     waiting: Option<Box<Waiting>>,
+    /// What its answer says of its attempts (H8).
+    tally: Tally,
 }
 
 /// A call waiting for room under its dependency's limit.
@@ -266,6 +271,7 @@ impl<E> Call<E> {
             load,
             ticket: Ticket::default(),
             waiting: None,
+            tally: Tally::default(),
         }
     }
 
@@ -438,6 +444,7 @@ impl<E> Call<E> {
         match result {
             Ok(value) => match self.decide(verdict, sample, now) {
                 Decision::Stop(reason) if answers(reason) => {
+                    self.tally.answered(attempt.number, reason);
                     // A call whose last attempt started with it lasted as long as that attempt.
                     let elapsed = (self.attempt_started == self.started).then_some(duration);
                     self.finish(reason, now, elapsed);
@@ -485,17 +492,5 @@ impl<E> Call<E> {
             .and_then(|h| h.pushback.take());
         let decision = self.decide(stronger(pushback, Verdict::TRANSIENT), duration, now);
         self.step(decision, now)
-    }
-}
-
-impl<E> std::fmt::Debug for Call<E> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Call")
-            .field("policy", &self.policy.name())
-            .field("attempts", &self.attempts)
-            .field("max_attempts", &self.max_attempts)
-            .field("phase", &self.phase)
-            .field("deadline", &self.deadline)
-            .finish_non_exhaustive()
     }
 }

@@ -231,3 +231,15 @@ pub(super) struct Nested {
     /// The `NestedRetry` span, once the first attempt reported it.
     pub(super) span: Span,
 }
+
+impl<E> std::fmt::Debug for Call<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("policy", &self.policy.name())
+            .field("attempts", &self.attempts)
+            .field("max_attempts", &self.max_attempts)
+            .field("phase", &self.phase)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
