@@ -11,8 +11,9 @@
 //!   else Permanent; without `grpc-status`, 200 Success, 502–504 Transient, 429 Throttled;
 //! - on a retryable code the first pushback value that is an optionally signed decimal
 //!   (ASCII whitespace around it ignored) decides: non-negative = that many milliseconds,
-//!   served verbatim (saturating), negative = do not retry (Permanent); unparseable values
-//!   are skipped; the pushback never matters on another code;
+//!   served verbatim (saturating), unless a `grpc-status-details-bin` holds a
+//!   `google.rpc.RetryInfo` (K15), negative = do not retry (Permanent) whatever else is
+//!   there; unparseable values are skipped; the pushback never matters on another code;
 //! - a pushback that parses, re-serialised as plain digits, classifies the same;
 //! - the chain signals (C1 `x-nresilience-overloaded: 1`, C6 `x-nresilience-retried: N`,
 //!   each counted only when sent once) only turn a retryable code into `Overloaded` (with
@@ -65,12 +66,19 @@ fn parse_pushback(value: &[u8]) -> Option<Pushback> {
     })
 }
 
+/// A negative pushback stops; otherwise a `google.rpc.RetryInfo` (its own target,
+/// `retry_info`, checks its reading) comes before the milliseconds (K15).
 fn pushback(headers: &HeaderMap) -> Pushback {
-    headers
+    let millis = headers
         .get_all(GRPC_PUSHBACK)
         .iter()
         .find_map(|value| parse_pushback(value.as_bytes()))
-        .unwrap_or(Pushback::After(None))
+        .unwrap_or(Pushback::After(None));
+    match (millis, wire::read_retry_info(headers)) {
+        (Pushback::Stop, _) => Pushback::Stop,
+        (_, Some(delay)) => Pushback::After(Some(delay)),
+        (millis, None) => millis,
+    }
 }
 
 /// The verdict by code and pushback alone, and whether the code is a retryable one.

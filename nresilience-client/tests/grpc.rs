@@ -36,6 +36,7 @@ use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Code, Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
 use tower::ServiceBuilder;
 
 // ===== a codec of raw bytes =====
@@ -98,6 +99,8 @@ struct Script {
     attempts: Arc<Mutex<Vec<(String, String)>>>,
     /// How long `Say` waits before answering, one per call in order, then not at all.
     delays: Arc<Mutex<VecDeque<Duration>>>,
+    /// The `google.rpc.RetryInfo` delay every scripted failure carries, if any.
+    retry_info: Arc<Mutex<Option<Duration>>>,
 }
 
 impl Script {
@@ -132,7 +135,15 @@ impl Script {
                 if let Some(pushback) = pushback {
                     metadata.insert("grpc-retry-pushback-ms", pushback.parse().unwrap());
                 }
-                Err(Status::with_metadata(code, "scripted", metadata))
+                Err(match *self.retry_info.lock().unwrap() {
+                    Some(delay) => Status::with_error_details_and_metadata(
+                        code,
+                        "scripted",
+                        ErrorDetails::with_retry_info(Some(delay)),
+                        metadata,
+                    ),
+                    None => Status::with_metadata(code, "scripted", metadata),
+                })
             }
         }
     }
@@ -333,6 +344,54 @@ async fn k13_h6_resource_exhausted_pushback_is_waited_exactly() {
     assert_eq!(response.into_inner(), "hello");
     assert_eq!(start.elapsed(), Duration::from_millis(1500));
     assert_eq!(script.markers().len(), 2);
+}
+
+/// A server answering `answers`, each failure with a `google.rpc.RetryInfo` of `delay`.
+fn server_with_retry_info(answers: &[Answer], delay: Duration) -> (SocketAddr, Script) {
+    let (addr, script) = server(answers);
+    *script.retry_info.lock().unwrap() = Some(delay);
+    (addr, script)
+}
+
+#[tokio::test(start_paused = true)]
+async fn k15_h6_resource_exhausted_with_retry_info_waits_its_delay_to_the_nanosecond() {
+    let delay = Duration::new(1, 234_567_891);
+    let (addr, script) = server_with_retry_info(&[(Code::ResourceExhausted, None)], delay);
+    let start = Instant::now();
+    say(channel(addr, policy()), hello()).await.unwrap();
+    // Verbatim, not the throttled curve's 1 s nor a whole millisecond below it; tokio's
+    // timer wakes on the next millisecond.
+    let waited = start.elapsed();
+    assert!(
+        delay <= waited && waited < delay + Duration::from_millis(1),
+        "{waited:?}"
+    );
+    assert_eq!(script.markers().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn k15_retry_info_wins_over_grpc_retry_pushback_ms() {
+    let answers = [(Code::Unavailable, Some("20"))];
+    let (addr, _) = server_with_retry_info(&answers, Duration::from_millis(1500));
+    let start = Instant::now();
+    say(channel(addr, policy()), hello()).await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(1500),
+        "the most precise first"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn k15_h6_a_negative_pushback_stops_even_beside_retry_info() {
+    let answers = [(Code::ResourceExhausted, Some("-1"))];
+    let (addr, script) = server_with_retry_info(&answers, Duration::from_millis(10));
+    let status = say(channel(addr, policy()), hello()).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert_eq!(script.markers().len(), 1, "not retried");
+    // The server's own answer reaches the caller, its details intact.
+    let retry_info = status.get_details_retry_info().unwrap();
+    assert_eq!(retry_info.retry_delay, Some(Duration::from_millis(10)));
 }
 
 #[tokio::test(start_paused = true)]

@@ -18,6 +18,7 @@
 //! | [`OVERLOADED`] `x-nresilience-overloaded: 1` | `5xx` answer | the hop's own call was refused for overload: do not retry it |
 //! | [`RETRIED`] `x-nresilience-retried: N` | `5xx` answer | the hop failed after N attempts: do not retry it |
 //! | [`GRPC_PUSHBACK`] `grpc-retry-pushback-ms` | gRPC answer | the server's pushback; `-1` is the gRPC form of the overload answer ([`grpc_pushback`]) |
+//! | [`GRPC_STATUS_DETAILS`] `grpc-status-details-bin` | gRPC answer | the server's pushback as a `google.rpc.RetryInfo`, before `grpc-retry-pushback-ms` unless that one is negative ([`retry_info_delay`]) |
 //! | `Retry-After` | answer | the server's pushback in seconds or as a date ([`retry_after`]) |
 //! | [`RATELIMIT`] `RateLimit` | answer | the server's quotas: an exhausted one (`r=0`) resets in `t` seconds, the pushback when neither header above says one ([`read_ratelimit`]) |
 //! | [`RETRY_AFTER_MS`] `retry-after-ms` | answer | the server's pushback in milliseconds, before `Retry-After` when both parse ([`retry_after_ms`]) |
@@ -49,6 +50,7 @@ mod pushback;
 mod ratelimit;
 mod retry_after;
 mod retry_after_ms;
+mod retry_info;
 mod signal;
 
 pub use attempt::{read_attempt, stamp_attempt_number, AttemptOf};
@@ -59,14 +61,15 @@ pub use inbound::{carries_chain_headers, remove_caller_headers, RequestHeaders};
 pub use marker::{carries_marker, is_marker};
 pub use names::{
     ATTEMPT, CHAIN, DEADLINE, FLEET, GRPC_PREVIOUS_ATTEMPTS, GRPC_PUSHBACK, GRPC_STATUS,
-    GRPC_TIMEOUT, MARKED, MARKER, OVERLOADED, OVERLOADED_VALUE, PREFIX, RATELIMIT, RETRIED,
-    RETRY_AFTER_MS,
+    GRPC_STATUS_DETAILS, GRPC_TIMEOUT, MARKED, MARKER, OVERLOADED, OVERLOADED_VALUE, PREFIX,
+    RATELIMIT, RETRIED, RETRY_AFTER_MS,
 };
 pub use outbound::{stamp_call, stamp_deadline, stamp_marker};
 pub use pushback::{grpc_pushback, read_grpc_pushback, GrpcPushback};
 pub use ratelimit::{ratelimit_reset, read_ratelimit};
 pub use retry_after::{parse_retry_after, retry_after, retry_after_seconds};
 pub use retry_after_ms::{parse_retry_after_ms, retry_after_ms};
+pub use retry_info::{read_retry_info, retry_info_delay};
 pub use signal::{
     overloaded, read_overloaded, read_retried, retried, single, write_grpc_signal, write_signal,
 };

@@ -56,6 +56,10 @@ pub const GRPC_PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushba
 /// A gRPC answer's status code, in the headers of a trailers-only answer.
 pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 
+/// A gRPC answer's `google.rpc.Status`, base64: its details may hold the server's pushback
+/// as a `google.rpc.RetryInfo` (K15).
+pub const GRPC_STATUS_DETAILS: HeaderName = HeaderName::from_static("grpc-status-details-bin");
+
 #[cfg(test)]
 mod tests {
     use super::*;

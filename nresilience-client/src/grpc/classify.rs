@@ -2,7 +2,7 @@
 
 use http::{HeaderMap, Response, StatusCode};
 use nresilience_core::{Classify, Verdict};
-use nresilience_wire::{read_grpc_pushback, GrpcPushback, GRPC_STATUS};
+use nresilience_wire::{read_grpc_pushback, read_retry_info, GrpcPushback, GRPC_STATUS};
 use tonic::Code;
 
 use crate::chain_signals::ChainSignals;
@@ -112,11 +112,11 @@ fn classify_code(status: StatusCode, headers: &HeaderMap) -> (Verdict, bool) {
     };
     match Code::from_bytes(code.as_bytes()) {
         Code::Ok => (Verdict::Success, false),
-        Code::Unavailable | Code::DeadlineExceeded => match read_grpc_pushback(headers) {
+        Code::Unavailable | Code::DeadlineExceeded => match pushback(headers) {
             GrpcPushback::Stop => (Verdict::Permanent, true),
             GrpcPushback::After(retry_after) => (Verdict::Transient { retry_after }, true),
         },
-        Code::ResourceExhausted => match read_grpc_pushback(headers) {
+        Code::ResourceExhausted => match pushback(headers) {
             GrpcPushback::Stop => (Verdict::Permanent, true),
             GrpcPushback::After(retry_after) => (
                 Verdict::Throttled {
@@ -130,6 +130,16 @@ fn classify_code(status: StatusCode, headers: &HeaderMap) -> (Verdict, bool) {
     }
 }
 
+/// The pushback of a retryable answer (K15): a negative `grpc-retry-pushback-ms` asks not to
+/// be retried whatever else the answer says; otherwise `google.rpc.RetryInfo`'s delay, to the
+/// nanosecond, before `grpc-retry-pushback-ms`'s milliseconds, the most precise first.
+fn pushback(headers: &HeaderMap) -> GrpcPushback {
+    match read_grpc_pushback(headers) {
+        GrpcPushback::Stop => GrpcPushback::Stop,
+        GrpcPushback::After(millis) => GrpcPushback::After(read_retry_info(headers).or(millis)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io;
@@ -137,7 +147,7 @@ mod tests {
 
     use http::{HeaderName, HeaderValue};
 
-    use nresilience_wire::{GRPC_PUSHBACK, OVERLOADED, RETRIED};
+    use nresilience_wire::{GRPC_PUSHBACK, GRPC_STATUS_DETAILS, OVERLOADED, RETRIED};
 
     use super::*;
 
@@ -168,6 +178,67 @@ mod tests {
         Verdict::Throttled {
             self_imposed: false,
             retry_after: Some(Duration::from_millis(millis)),
+        }
+    }
+
+    /// `google.rpc.Status { code: 8, message: "quota", details: [RetryInfo { 1.5 s }] }`.
+    const RETRY_INFO_1500_MS: &[u8] =
+        b"CAgSBXF1b3RhGjYKKHR5cGUuZ29vZ2xlYXBpcy5jb20vZ29vZ2xlLnJwYy5SZXRyeUluZm8SCgoICAEQgMq17gE";
+
+    fn grpc_with_details(code: &[u8], details: &[u8], pushback: Option<&[u8]>) -> Verdict {
+        let mut pairs = vec![(GRPC_STATUS, code), (GRPC_STATUS_DETAILS, details)];
+        pairs.extend(pushback.map(|pushback| (GRPC_PUSHBACK, pushback)));
+        classify_grpc(StatusCode::OK, &headers(&pairs))
+    }
+
+    #[test]
+    fn k15_retry_info_is_the_pushback_of_a_retryable_code() {
+        assert_eq!(
+            grpc_with_details(b"8", RETRY_INFO_1500_MS, None),
+            throttled(1500)
+        );
+        assert_eq!(
+            grpc_with_details(b"14", RETRY_INFO_1500_MS, None),
+            transient(1500)
+        );
+        assert_eq!(
+            grpc_with_details(b"4", RETRY_INFO_1500_MS, None),
+            transient(1500)
+        );
+        // On a code no client retries, it changes nothing.
+        assert_eq!(
+            grpc_with_details(b"3", RETRY_INFO_1500_MS, None),
+            Verdict::Permanent
+        );
+    }
+
+    #[test]
+    fn k15_retry_info_wins_over_pushback_millis_but_a_negative_pushback_stops() {
+        assert_eq!(
+            grpc_with_details(b"8", RETRY_INFO_1500_MS, Some(b"20")),
+            throttled(1500),
+            "the most precise first"
+        );
+        assert_eq!(
+            grpc_with_details(b"8", RETRY_INFO_1500_MS, Some(b"-1")),
+            Verdict::Permanent,
+            "a server that asks not to be retried is obeyed"
+        );
+    }
+
+    #[test]
+    fn k15_details_that_do_not_parse_leave_the_pushback_or_the_curve() {
+        for garbage in [&b"not base64!"[..], b"CAg", b"////", b""] {
+            assert_eq!(
+                grpc_with_details(b"8", garbage, Some(b"20")),
+                throttled(20),
+                "{garbage:?}"
+            );
+            assert_eq!(
+                grpc_with_details(b"14", garbage, None),
+                Verdict::TRANSIENT,
+                "{garbage:?}"
+            );
         }
     }
 

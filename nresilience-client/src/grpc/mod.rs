@@ -30,11 +30,21 @@
 //! off per client ([`GrpcClassifier::overload_signal`], [`GrpcClassifier::retried_signal`],
 //! given to [`GrpcRetryLayer::classifier`]).
 //!
-//! On a retryable code, `grpc-retry-pushback-ms` is the server's pushback: a non-negative
-//! integer is the delay before the retry, served verbatim; a negative one means "do
-//! not retry" and makes the attempt `Permanent`; an unparseable one is ignored (logged at
-//! debug) and the curve applies. When the call stops on a gRPC answer, the caller gets that
-//! answer and tonic turns it into its `Status`.
+//! On a retryable code, the server's pushback is served verbatim (K13, K15), read in this
+//! order: a stop first, then the most precise:
+//!
+//! 1. `grpc-retry-pushback-ms` negative: "do not retry", and the attempt is `Permanent`,
+//!    whatever else the answer says;
+//! 2. a `google.rpc.RetryInfo` in `grpc-status-details-bin` (Google Cloud and Gemini answer
+//!    `RESOURCE_EXHAUSTED` with one; `tonic-types` writes it with `StatusExt`): its
+//!    `retry_delay`, to the nanosecond;
+//! 3. `grpc-retry-pushback-ms` non-negative: that many milliseconds;
+//! 4. otherwise the backoff curve.
+//!
+//! A value that does not parse (not base64, not a well-formed `google.rpc.Status`, a negative or
+//! out-of-range `Duration`, a pushback that is not an integer) is no value: the next in the list
+//! applies. When the call stops on a gRPC answer, the caller gets that answer and tonic turns it
+//! into its `Status`.
 //!
 //! # Why only the start of a stream
 //!
