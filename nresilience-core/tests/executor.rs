@@ -1,4 +1,4 @@
-//! The retry executor under a paused tokio clock (SPEC E1–E6, B5–B10, K13, K14, N3, N5).
+//! The retry executor under a paused tokio clock (SPEC E1–E6, B5–B10, K13, K14, K16, N3, N5).
 
 #![allow(clippy::unwrap_used)]
 
@@ -123,6 +123,41 @@ async fn k13_pushback_is_served_verbatim_and_capped_by_the_maximum_delay() {
         // Full jitter is on, yet the pushback is served to the nanosecond.
         assert_eq!(seen.into_inner().unwrap()[1], Duration::from_secs(expected));
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn k16_a_clamped_policy_keeps_an_hour_of_pushback_within_five_seconds_of_its_curve() {
+    let policy = base()
+        .backoff(exact().with_pushback_margin(Some(Duration::from_secs(5))))
+        .deadline(Some(Duration::from_secs(20)))
+        .build()
+        .unwrap();
+    let hour = |_: &Result<(), ()>| Verdict::Throttled {
+        self_imposed: false,
+        retry_after: Some(Duration::from_secs(3_600)),
+    };
+    let start = Instant::now();
+    let seen = Mutex::new(Vec::new());
+    let error = policy
+        .execute_with(&hour, |_| {
+            seen.lock().unwrap().push(start.elapsed());
+            async { Err::<(), ()>(()) }
+        })
+        .await
+        .unwrap_err();
+    // The throttled curve computes 1 s, then 2 s; each retry waits it plus the margin, where
+    // the verbatim default would stop at once (an hour, capped at 30 s, is past the deadline,
+    // K14).
+    let secs = Duration::from_secs;
+    assert_eq!(seen.into_inner().unwrap(), vec![secs(0), secs(6), secs(13)]);
+    assert_eq!(error.reason(), StopReason::AttemptsExhausted);
+    let verbatim = base().deadline(Some(secs(20))).build().unwrap();
+    let error = verbatim
+        .execute_with(&hour, |_| async { Err::<(), ()>(()) })
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), StopReason::DeadlineExceeded);
+    assert_eq!(error.attempts(), 1);
 }
 
 #[tokio::test(start_paused = true)]

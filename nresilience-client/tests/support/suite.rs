@@ -1,4 +1,4 @@
-//! What every HTTP driver does alike, against real axum servers on loopback (SPEC H1–H5, K13,
+//! What every HTTP driver does alike, against real axum servers on loopback (SPEC H1–H5, K13, K16,
 //! E1, E5, N1, N5, B1, B7), written once: [`behaviour_suite!`] makes each function a test of a
 //! driver.
 //!
@@ -13,7 +13,7 @@ use bytes::Bytes;
 use nresilience_core::nesting::{self, NestingSource};
 use nresilience_core::overload::OverloadControl;
 use nresilience_core::{
-    Backoff, BudgetOptions, Hedge, RetryBudget, RetryPolicy, RetryPolicyBuilder, StopReason,
+    Backoff, BudgetOptions, Hedge, Jitter, RetryBudget, RetryPolicy, RetryPolicyBuilder, StopReason,
 };
 use tokio::time::Instant;
 
@@ -33,6 +33,7 @@ macro_rules! behaviour_suite {
             n1_a_policy_of_one_attempt_does_not_stamp,
             k13_retry_after_seconds_is_obeyed_exactly,
             k13_retry_after_ms_is_obeyed_exactly_before_retry_after,
+            k16_a_clamped_policy_keeps_a_server_s_hour_within_its_margin,
             h2_retry_after_http_date_is_obeyed,
             h2_garbage_or_past_retry_after_falls_back_to_the_curve,
             h4_attempts_exhausted_on_a_retryable_status_return_the_last_response,
@@ -229,6 +230,22 @@ pub async fn k13_retry_after_ms_is_obeyed_exactly_before_retry_after<D: Driver>(
     assert_eq!(reply.status, 200);
     assert_eq!(start.elapsed(), Duration::from_millis(1_750));
     assert_eq!(script.requests(), 3);
+}
+
+pub async fn k16_a_clamped_policy_keeps_a_server_s_hour_within_its_margin<D: Driver>() {
+    // A 429 computes the throttled base, 1 s; the hour is kept within 5 s of it.
+    let (addr, script) = server(&[(429, Some("3600"))]);
+    let clamped = Backoff::default()
+        .with_jitter(Jitter::None)
+        .with_pushback_margin(Some(Duration::from_secs(5)));
+    let start = Instant::now();
+    let reply = D::new(policy().backoff(clamped))
+        .send(Outbound::get(addr))
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(start.elapsed(), Duration::from_secs(6));
+    assert_eq!(script.requests(), 2);
 }
 
 pub async fn h2_retry_after_http_date_is_obeyed<D: Driver>() {

@@ -104,6 +104,7 @@ pub struct Backoff {
     maximum_delay: Option<Duration>,
     jitter: Jitter,
     measured_base: Option<MeasuredBase>,
+    pushback_margin: Option<Duration>,
 }
 
 // ===== constructors =====
@@ -132,6 +133,7 @@ impl Backoff {
             maximum_delay: Some(DEFAULT_MAXIMUM_DELAY),
             jitter: Jitter::Full,
             measured_base: None,
+            pushback_margin: None,
         }
     }
 
@@ -167,6 +169,7 @@ impl Backoff {
             maximum_delay: Some(delay),
             jitter: Jitter::Full,
             measured_base: None,
+            pushback_margin: None,
         }
     }
 
@@ -245,6 +248,36 @@ impl Backoff {
         self
     }
 
+    /// Keeps a server's hint within [the curve's delay, the curve's delay + `margin`] rather
+    /// than serving it verbatim (K16), or `None` to serve it verbatim, capped only by the cap
+    /// (K13). Defaults to `None`.
+    ///
+    /// The 2026 AWS SDKs keep `x-amz-retry-after` within 5 s of their computed backoff, so
+    /// that a hint a server sends by mistake (an hour instead of a second) or one that says
+    /// "now" to every client at once cannot set the pace alone. The clamp costs what verbatim
+    /// pushback exists for: a server that knows when it recovers is no longer obeyed past the
+    /// margin, so leave it off for a dependency you trust to say.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use nresilience_core::{Backoff, Jitter, NextAttempt, RetryKind};
+    ///
+    /// let clamped = Backoff::default()
+    ///     .with_jitter(Jitter::None)
+    ///     .with_pushback_margin(Some(Duration::from_secs(5)));
+    /// // A throttled first retry computes 1 s: an hour's hint waits 1 s + 5 s.
+    /// let hour = NextAttempt::new(2, RetryKind::Throttled).with_retry_after(Duration::from_secs(3_600));
+    /// assert_eq!(clamped.compute(&hour), Duration::from_secs(6));
+    /// // "Come back now" still waits the curve's 1 s.
+    /// let now = NextAttempt::new(2, RetryKind::Throttled).with_retry_after(Duration::ZERO);
+    /// assert_eq!(clamped.compute(&now), Duration::from_secs(1));
+    /// ```
+    #[must_use]
+    pub const fn with_pushback_margin(mut self, margin: Option<Duration>) -> Self {
+        self.pushback_margin = margin;
+        self
+    }
+
     /// Which curve this is.
     #[must_use]
     pub const fn kind(&self) -> BackoffKind {
@@ -305,6 +338,16 @@ impl Backoff {
         }
     }
 
+    /// The margin a server's hint is kept within (K16), `None` when it is served verbatim,
+    /// as on a custom curve.
+    #[must_use]
+    pub const fn pushback_margin(&self) -> Option<Duration> {
+        match self.curve {
+            Curve::Custom(_) => None,
+            Curve::Exponential | Curve::Constant => self.pushback_margin,
+        }
+    }
+
     /// Checks the terms no curve can use: a factor that is not finite or below 1 on an
     /// exponential curve, a [`MeasuredBase`] with bad terms, or one on a curve that is not
     /// exponential (a constant's delay is also its cap, so measuring it would serve a value the
@@ -351,7 +394,8 @@ impl Backoff {
     /// chosen by [`NextAttempt::kind`], then capped, then jittered. It is never negative and
     /// never overflows: a huge `n` saturates at the cap, or at [`Duration::MAX`] without one.
     /// Server pushback replaces the curve: served verbatim, capped only by the cap, never
-    /// jittered.
+    /// jittered; with a [`pushback_margin`](Self::with_pushback_margin), kept within the margin
+    /// above the curve's delay.
     pub fn compute_with<R: Rng + ?Sized>(&self, next: &NextAttempt, rng: &mut R) -> Duration {
         self.compute_with_base(next, None, rng)
     }
@@ -372,11 +416,27 @@ impl Backoff {
         if let Curve::Custom(f) = &self.curve {
             return next.retry_after().unwrap_or_else(|| f(next));
         }
-        let cap = self.maximum_delay;
-        if let Some(pushback) = next.retry_after() {
-            return cap.map_or(pushback, |cap| pushback.min(cap));
-        }
+        let Some(pushback) = next.retry_after() else {
+            return self.curve_delay(next, observed, rng);
+        };
+        let pushback = match self.pushback_margin {
+            None => pushback,
+            Some(margin) => {
+                let computed = self.curve_delay(next, observed, rng);
+                pushback.clamp(computed, computed.saturating_add(margin))
+            }
+        };
+        self.maximum_delay.map_or(pushback, |cap| pushback.min(cap))
+    }
 
+    /// The curve's own delay before `next`, capped and jittered, pushback aside.
+    fn curve_delay<R: Rng + ?Sized>(
+        &self,
+        next: &NextAttempt,
+        observed: Option<Duration>,
+        rng: &mut R,
+    ) -> Duration {
+        let cap = self.maximum_delay;
         let base = match next.kind() {
             RetryKind::Throttled => self.throttled_base(),
             RetryKind::Transient => match (&self.curve, self.measured_base, observed) {
@@ -452,6 +512,7 @@ impl PartialEq for Backoff {
                     && self.maximum_delay() == other.maximum_delay()
                     && self.jitter() == other.jitter()
                     && self.measured_base() == other.measured_base()
+                    && self.pushback_margin() == other.pushback_margin()
             }
         }
     }
@@ -476,6 +537,9 @@ impl fmt::Debug for Backoff {
             .field("jitter", &self.jitter());
         if let Some(measured) = &self.measured_base {
             out.field("measured_base", measured);
+        }
+        if let Some(margin) = &self.pushback_margin {
+            out.field("pushback_margin", margin);
         }
         out.finish()
     }

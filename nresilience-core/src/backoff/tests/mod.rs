@@ -229,6 +229,98 @@ fn pushback_wins_over_a_custom_curve() {
     );
 }
 
+// ===== the opt-in clamp (K16) =====
+
+fn clamped(margin: Duration) -> Backoff {
+    exact().with_pushback_margin(Some(margin))
+}
+
+fn exact() -> Backoff {
+    Backoff::default().with_jitter(Jitter::None)
+}
+
+#[test]
+fn k16_pushback_is_verbatim_unless_a_margin_is_set() {
+    assert_eq!(Backoff::default().pushback_margin(), None);
+    assert_eq!(
+        exact().compute(&throttled(2).with_retry_after(secs(20))),
+        secs(20)
+    );
+}
+
+#[test]
+fn k16_a_clamped_hint_stays_within_the_margin_above_the_curve() {
+    // The throttled first retry computes 1 s; the third 4 s.
+    let backoff = clamped(secs(5));
+    let cases = [
+        (throttled(2).with_retry_after(secs(3_600)), secs(6)),
+        (throttled(2).with_retry_after(Duration::ZERO), secs(1)),
+        (throttled(2).with_retry_after(ms(2_500)), ms(2_500)),
+        (throttled(4).with_retry_after(secs(1)), secs(4)),
+        (transient(2).with_retry_after(ms(10)), ms(100)),
+    ];
+    for (next, expected) in cases {
+        assert_eq!(backoff.compute(&next), expected, "{next:?}");
+    }
+}
+
+#[test]
+fn k16_a_clamped_hint_is_still_capped_by_the_cap() {
+    let backoff = clamped(secs(5)).with_maximum_delay(Some(secs(4)));
+    assert_eq!(
+        backoff.compute(&throttled(2).with_retry_after(secs(60))),
+        secs(4)
+    );
+}
+
+#[test]
+fn k16_a_clamp_leaves_a_delay_without_a_hint_to_the_curve() {
+    assert_eq!(clamped(secs(5)).compute(&throttled(3)), secs(2));
+}
+
+#[test]
+fn k16_a_custom_curve_serves_pushback_verbatim_whatever_the_margin() {
+    let backoff = Backoff::custom(|_| secs(9)).with_pushback_margin(Some(secs(1)));
+    assert_eq!(backoff.pushback_margin(), None);
+    assert_eq!(
+        backoff.compute(&transient(2).with_retry_after(ms(1))),
+        ms(1)
+    );
+}
+
+#[test]
+fn k16_the_margin_is_part_of_equality_and_debug() {
+    assert_ne!(exact(), clamped(secs(5)));
+    assert_eq!(clamped(secs(5)), clamped(secs(5)));
+    let text = format!("{:?}", clamped(secs(5)));
+    assert!(text.contains("pushback_margin: 5s"), "{text}");
+}
+
+proptest! {
+    #[test]
+    fn k16_a_clamped_hint_never_leaves_its_interval(
+        attempt in 2u32..40,
+        hint_ms in 0u64..10_000_000,
+        margin_ms in 0u64..100_000,
+        seed in any::<u64>(),
+    ) {
+        // Jittered: the interval is the curve's own draw from the same seed.
+        let backoff = Backoff::default().with_pushback_margin(Some(ms(margin_ms)));
+        let plain = Backoff::default();
+        let next = throttled(attempt);
+        let computed = plain.compute_with(&next, &mut StdRng::seed_from_u64(seed));
+        let served = backoff.compute_with(
+            &next.with_retry_after(ms(hint_ms)),
+            &mut StdRng::seed_from_u64(seed),
+        );
+        let upper = (computed + ms(margin_ms)).min(secs(30));
+        prop_assert!(served >= computed && served <= upper, "{served:?} not in [{computed:?}, {upper:?}]");
+        if ms(hint_ms) >= computed && ms(hint_ms) <= upper {
+            prop_assert_eq!(served, ms(hint_ms));
+        }
+    }
+}
+
 // ===== constructors and terms =====
 
 #[test]
