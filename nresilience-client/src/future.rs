@@ -15,7 +15,8 @@ use tower::Service;
 use tracing::Span;
 
 use crate::body::{BoxError, Prefixed, RetryBody, TransportError};
-use crate::replay::{buffer_ready, Buffered, Source, Template};
+use crate::reopen::Reopen;
+use crate::replay::{buffer_ready, Buffered, Replay, Source, Template};
 use crate::request;
 
 /// Where the call is.
@@ -27,6 +28,8 @@ enum State<B> {
     },
     /// Asking the call for its first step.
     Starting,
+    /// The request has a body of its own beside a [`Reopen`]: refused unsent.
+    BodyBesideReopen,
     /// The attempt a `Step::Run` admitted waits for the service to be ready.
     Ready(Attempt),
     /// Attempts in flight, or a sleep. A hedge that is due is held back until the service is
@@ -67,31 +70,42 @@ where
         service: S,
         classifier: C,
         call: Call<TransportError>,
-        max_buffered: usize,
+        (max_buffered, reopen): (usize, Option<Reopen>),
     ) -> Self {
         let (mut parts, body) = request.into_parts();
-        let (state, source) = if call.may_retry() {
-            let template = Template {
-                method: parts.method,
-                uri: parts.uri,
-                version: parts.version,
-                headers: parts.headers,
-                extensions: parts.extensions,
-                body: Bytes::new(),
-            };
-            let state = State::Collecting {
-                body: Some(body),
-                buffered: Buffered::new(max_buffered),
-            };
-            (state, Source::Template(Box::new(template)))
-        } else {
-            let body = if body.is_end_stream() {
-                RetryBody::empty()
-            } else {
-                RetryBody::streamed(body)
-            };
-            request::stamp(&call, &mut parts.headers);
-            (State::Starting, Source::Once(Box::new((parts, body))))
+        let (state, source) = match reopen {
+            // The bodies it makes are every attempt's: the request's own could not go out too.
+            Some(reopen) => {
+                let state = if body.is_end_stream() {
+                    State::Starting
+                } else {
+                    State::BodyBesideReopen
+                };
+                request::stamp(&call, &mut parts.headers);
+                let source = if call.may_retry() {
+                    Source::Template(Box::new(Template::new(parts, Replay::Reopen(reopen))))
+                } else {
+                    Source::Once(Box::new((parts, reopen.body())))
+                };
+                (state, source)
+            }
+            None if call.may_retry() => {
+                let template = Template::new(parts, Replay::Buffered(Bytes::new()));
+                let state = State::Collecting {
+                    body: Some(body),
+                    buffered: Buffered::new(max_buffered),
+                };
+                (state, Source::Template(Box::new(template)))
+            }
+            None => {
+                let body = if body.is_end_stream() {
+                    RetryBody::empty()
+                } else {
+                    RetryBody::streamed(body)
+                };
+                request::stamp(&call, &mut parts.headers);
+                (State::Starting, Source::Once(Box::new((parts, body))))
+            }
         };
         Self {
             state,
@@ -146,6 +160,14 @@ where
                 this.call.next(clock::now())
             }
             State::Starting => this.call.next(clock::now()),
+            State::BodyBesideReopen => {
+                *this.state = State::Done;
+                let error = TransportError::new(
+                    "a request with a Reopen extension has a body of its own: it must be empty, \
+                     the bodies Reopen makes are sent",
+                );
+                return Poll::Ready(Err(RetryError::not_attempted(error)));
+            }
             State::Ready(attempt) => {
                 let attempt = *attempt;
                 // The first attempt's service was made ready by `Retry::poll_ready`; readiness
@@ -253,7 +275,7 @@ where
         *source = template.into_once(body);
     } else {
         request::stamp(call, &mut template.headers);
-        template.body = buffered.into_bytes();
+        template.body = Replay::Buffered(buffered.into_bytes());
         *source = Source::Template(template);
     }
     Ok(())

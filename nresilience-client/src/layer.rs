@@ -14,6 +14,7 @@ use tower::{Layer, Service};
 use crate::body::{BoxError, RetryBody, TransportError};
 use crate::classify::HttpClassifier;
 use crate::future::ResponseFuture;
+use crate::reopen::Reopen;
 use crate::request;
 
 /// The default cap on a request body buffered for replay: 64 KiB.
@@ -80,8 +81,11 @@ impl<C> RetryLayer<C> {
         self
     }
 
-    /// The largest request body buffered for replay; a larger or unknown-length body is sent
-    /// once and not stamped. Defaults to 64 KiB.
+    /// The largest request body buffered for replay; a larger body, or a stream still
+    /// producing, is sent once and not stamped, and if that attempt fails in a way a retry
+    /// could fix, the call stops with `StopReason::NotReplayable` (H7). A body of any size
+    /// set as a [`Reopen`] extension is made again for every attempt instead. Defaults to
+    /// 64 KiB.
     pub fn max_buffered_body(mut self, bytes: usize) -> Self {
         Arc::make_mut(&mut self.shared).max_buffered_body = bytes;
         self
@@ -209,27 +213,33 @@ where
             shared.retry_non_idempotent,
             request.method(),
         );
-        // A body of unknown length is read up to the cap before the first attempt; one that
-        // outgrows it drops the call to a single attempt then.
-        let may_fit = request
-            .body()
-            .size_hint()
-            .upper()
-            .is_none_or(|upper| upper <= shared.max_buffered_body as u64);
+        // A body the caller makes again is retried whatever its size (H7). One of unknown
+        // length is read up to the cap before the first attempt; one that outgrows it drops
+        // the call to a single attempt then.
+        let reopen = request.extensions().get::<Reopen>().cloned();
+        let may_fit = reopen.is_some()
+            || request
+                .body()
+                .size_hint()
+                .upper()
+                .is_none_or(|upper| upper <= shared.max_buffered_body as u64);
         let authority = request.uri().authority().map_or("", |a| a.as_str());
         let hedgeable = request::hedging_allowed(
             request.extensions().get(),
             shared.hedge_non_idempotent,
             request.method(),
         );
-        let call = request::start(
+        let mut call = request::start(
             policy,
-            (opted && may_fit, hedgeable),
+            (opted, hedgeable),
             request.method(),
             authority,
             request.headers(),
         );
-        let cap = shared.max_buffered_body;
-        ResponseFuture::new(request, service, self.classifier.clone(), call, cap)
+        if !may_fit {
+            call.single_attempt();
+        }
+        let body = (shared.max_buffered_body, reopen);
+        ResponseFuture::new(request, service, self.classifier.clone(), call, body)
     }
 }

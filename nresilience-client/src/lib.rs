@@ -7,7 +7,10 @@
 //! Responses and errors are classified as the table in [`classify`] says. Idempotent methods (GET, HEAD, PUT, DELETE, OPTIONS, TRACE) are retried; others only
 //! with [`RetryLayer::retry_non_idempotent`] or a [`Retryable`] extension, which wins both
 //! ways. A body whose frames are all ready at once is buffered for replay up to 64 KiB; a
-//! larger body, or a stream still producing, is sent once. Exactly the requests that may be retried carry `x-nresilience-retrying: 1`, on
+//! body of any size the caller can make again (a file, a function), set as a [`Reopen`]
+//! extension, is made again for every attempt; a larger body, or a stream still producing,
+//! is sent once, and its call stops with `StopReason::NotReplayable` where it would have
+//! retried (H7). Exactly the requests that may be retried carry `x-nresilience-retrying: 1`, on
 //! every attempt. When the attempts run out on a retryable status, the last response is
 //! returned rather than an error.
 //!
@@ -28,6 +31,7 @@ mod future;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 mod layer;
+mod reopen;
 mod replay;
 mod request;
 #[cfg(feature = "reqwest")]
@@ -43,6 +47,7 @@ pub use layer::{Retry, RetryLayer, DEFAULT_MAX_BUFFERED_BODY};
 pub use nresilience_core::call::Attempts;
 /// The headers on the wire: their names, and the parse and format of every value.
 pub use nresilience_wire as wire;
+pub use reopen::Reopen;
 pub use request::{Hedgeable, Retryable};
 /// The rustls that [`ClientBuilder::build_tls`] takes a configuration of, so that yours is
 /// the same version.

@@ -1,5 +1,5 @@
 //! What the attempts of a call that may retry are made from: the request as it was, its body
-//! buffered while it fits the cap.
+//! buffered while it fits the cap, or made again by the caller's [`Reopen`].
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -10,6 +10,7 @@ use http::{Extensions, HeaderMap, Method, Request, Uri, Version};
 use http_body::{Body, Frame};
 
 use crate::body::RetryBody;
+use crate::reopen::Reopen;
 
 /// What a retry is rebuilt from: the request as it was, with its body buffered.
 pub(crate) struct Template {
@@ -18,10 +19,40 @@ pub(crate) struct Template {
     pub(crate) version: Version,
     pub(crate) headers: HeaderMap,
     pub(crate) extensions: Extensions,
-    pub(crate) body: Bytes,
+    pub(crate) body: Replay,
+}
+
+/// How every attempt's body is made.
+#[derive(Clone)]
+pub(crate) enum Replay {
+    /// A copy of the body read whole, within the cap.
+    Buffered(Bytes),
+    /// A body the caller makes again (H7).
+    Reopen(Reopen),
+}
+
+impl Replay {
+    fn body(self) -> RetryBody {
+        match self {
+            Self::Buffered(bytes) => RetryBody::buffered(bytes),
+            Self::Reopen(reopen) => reopen.body(),
+        }
+    }
 }
 
 impl Template {
+    /// The request of `parts`, each attempt's body made by `body`.
+    pub(crate) fn new(parts: Parts, body: Replay) -> Self {
+        Self {
+            method: parts.method,
+            uri: parts.uri,
+            version: parts.version,
+            headers: parts.headers,
+            extensions: parts.extensions,
+            body,
+        }
+    }
+
     /// What a call that makes one attempt sends: this request, with `body`.
     pub(crate) fn into_once(self, body: RetryBody) -> Source {
         let (mut parts, ()) = Request::new(()).into_parts();
@@ -58,7 +89,7 @@ impl Template {
     }
 
     fn into_request(self) -> Request<RetryBody> {
-        let mut request = Request::new(RetryBody::buffered(self.body));
+        let mut request = Request::new(self.body.body());
         *request.method_mut() = self.method;
         *request.uri_mut() = self.uri;
         *request.version_mut() = self.version;

@@ -33,6 +33,10 @@ pub enum StopReason {
     /// serve in the time the call has left, or as many attempts as its adaptive limit allows
     /// (O1, O2).
     Saturated,
+    /// The call's one attempt failed in a way a retry could fix, but its request could not
+    /// be sent again: its body was a stream read once, too large to keep and with no way to
+    /// make it again (H7).
+    NotReplayable,
 }
 
 impl StopReason {
@@ -49,6 +53,7 @@ impl StopReason {
             Self::Overloaded => "overloaded",
             Self::RetriedBelow => "retried_below",
             Self::Saturated => "saturated",
+            Self::NotReplayable => "not_replayable",
         }
     }
 }

@@ -15,6 +15,7 @@ use reqwest_middleware::Next;
 use tracing::Span;
 
 use crate::classify::HttpClassifier;
+use crate::reopen::{self, Reopen};
 use crate::request;
 
 /// What an attempt answers.
@@ -49,6 +50,8 @@ pin_project! {
         // What every attempt of a call that may retry is copied from; otherwise the one
         // request, until it is sent.
         request: Option<Request>,
+        // What makes every attempt's body, when the caller can make it again (H7).
+        reopen: Option<Reopen>,
         extensions: &'a mut Extensions,
         next: Next<'a>,
         send: S,
@@ -60,12 +63,13 @@ where
     F: Future<Output = (MiddlewareResult, Extensions)>,
     S: Fn(Next<'a>, Request, Extensions) -> F,
 {
-    /// The attempts of `call`, made from `request` by `send`.
+    /// The attempts of `call`, made from `request` (each attempt's body made by `reopen`, when
+    /// there is one) by `send`.
     #[inline(always)]
     pub(super) fn new(
         call: Call<reqwest_middleware::Error>,
         classifier: HttpClassifier,
-        request: Request,
+        (request, reopen): (Request, Option<Reopen>),
         extensions: &'a mut Extensions,
         next: Next<'a>,
         send: S,
@@ -76,6 +80,7 @@ where
             classifier,
             started: false,
             request: Some(request),
+            reopen,
             extensions,
             next,
             send,
@@ -177,7 +182,7 @@ where
     F: Future<Output = (MiddlewareResult, Extensions)>,
     S: Fn(Next<'a>, Request, Extensions) -> F,
 {
-    let (span, request) = match this.request.as_mut() {
+    let (span, mut request) = match this.request.as_mut() {
         // The first attempt sends the request as built, with its room for the headers still
         // to be written (the client's defaults among them); the template is a copy of it.
         Some(template) if this.call.may_retry() && attempt.number() == 1 => {
@@ -197,6 +202,9 @@ where
             (prepare(this.call, &attempt, &mut request), request)
         }
     };
+    if let Some(reopen) = this.reopen {
+        *request.body_mut() = Some(reopen::reqwest_body(reopen.body()));
+    }
     let sent = (this.send)(this.next.clone(), request, this.extensions.clone());
     if hedge {
         this.flights.as_mut().hedge(attempt, span, sent);
@@ -205,7 +213,8 @@ where
     }
 }
 
-/// A copy of `template`, whose body is bytes (a streamed body makes a call of one attempt).
+/// A copy of `template`, whose body is bytes or none (a streamed body makes a call of one
+/// attempt, a [`Reopen`] one with no body of its own).
 #[inline]
 fn copy(template: &Request) -> Request {
     match template.try_clone() {

@@ -18,7 +18,11 @@
 //! call that fails leaves them as they were.
 //!
 //! A request whose body is a stream (`reqwest::Request::try_clone` gives `None`) is sent once,
-//! unmarked, rather than refused.
+//! unmarked, rather than refused; if that attempt fails in a way a retry could fix, the call
+//! stops with `StopReason::NotReplayable` (H7). A body of any size the caller can make again
+//! — a file, a function — set with `RequestBuilder::with_extension(Reopen::..)`
+//! ([`Reopen`](crate::Reopen)) is made again for every attempt instead, never held in
+//! memory whole.
 //!
 //! # reqwest's own retries
 //!
@@ -77,6 +81,7 @@ use nresilience_core::{RetryError, RetryPolicy};
 use reqwest_middleware::{Middleware, Next};
 
 use crate::classify::HttpClassifier;
+use crate::reopen::Reopen;
 use crate::request;
 use crate::telemetry;
 use future::Attempts;
@@ -184,30 +189,50 @@ impl Middleware for RetryMiddleware {
             self.retry_non_idempotent,
             request.method(),
         );
-        // A streamed body cannot be sent again: its call is a single attempt, unmarked.
-        let replayable = request.body().is_none_or(|body| body.as_bytes().is_some());
+        // A body the caller makes again is retried whatever it is (H7); a streamed one cannot
+        // be sent again: its call is a single attempt, unmarked.
+        let reopen = extensions.get::<Reopen>().cloned();
+        let bytes = request.body().map(reqwest::Body::as_bytes);
+        if reopen.is_some() && bytes.is_some_and(|bytes| bytes.is_none_or(|b| !b.is_empty())) {
+            return Box::pin(std::future::ready(Err(body_beside_reopen())));
+        }
+        let replayable = reopen.is_some() || bytes.is_none_or(|bytes| bytes.is_some());
         let hedgeable = request::hedging_allowed(
             extensions.get(),
             self.hedge_non_idempotent,
             request.method(),
         );
-        let call = request::start(
+        let mut call = request::start(
             &self.policy,
-            (opted && replayable, hedgeable),
+            (opted, hedgeable),
             request.method(),
             authority(request.url()),
             request.headers(),
         );
+        if !replayable {
+            call.single_attempt();
+        }
         request::stamp(&call, request.headers_mut());
         Box::pin(Attempts::new(
             call,
             self.classifier,
-            request,
+            (request, reopen),
             extensions,
             next,
             future::attempt,
         ))
     }
+}
+
+/// The error of a request with a body of its own beside a [`Reopen`]: only one of them could
+/// be sent.
+fn body_beside_reopen() -> reqwest_middleware::Error {
+    let error = anyhow::anyhow!(
+        "a request with a Reopen extension has a body of its own: it must be empty, the bodies \
+         Reopen makes are sent"
+    );
+    let error = RetryError::not_attempted(reqwest_middleware::Error::Middleware(error));
+    reqwest_middleware::Error::Middleware(anyhow::Error::new(error))
 }
 
 /// `host[:port]` of `url`, without user information; the port only when it is not the

@@ -115,12 +115,17 @@ pub fn signalling_server(answers: &[(u16, Signals)]) -> (SocketAddr, Script) {
 pub fn slow_server(answers: Vec<Answer>) -> (SocketAddr, Script) {
     let script = Script::default();
     script.answers.lock().unwrap().extend(answers);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let app = Router::new()
         .route("/", any(answer))
         .with_state(script.clone());
+    (serve(app), script)
+}
+
+/// Serves `app` on a port of loopback, on a real-time runtime of its own thread.
+pub fn serve(app: Router) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -131,7 +136,7 @@ pub fn slow_server(answers: Vec<Answer>) -> (SocketAddr, Script) {
             axum::serve(listener, app).await.unwrap();
         });
     });
-    (addr, script)
+    addr
 }
 
 pub fn policy() -> nresilience_core::RetryPolicyBuilder {

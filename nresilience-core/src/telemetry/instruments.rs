@@ -20,7 +20,7 @@ use crate::verdict::Verdict;
 /// A verdict's series, counted and timed.
 const VERDICTS: usize = 7;
 /// A call's outcome: the nine stop reasons, and `cancelled`.
-const OUTCOMES: usize = 10;
+const OUTCOMES: usize = 11;
 const REASONS: usize = 3;
 const CRITICALITIES: usize = Criticality::ALL.len();
 
@@ -277,6 +277,7 @@ const fn outcome_index(outcome: Option<StopReason>) -> usize {
         Some(StopReason::Overloaded) => 6,
         Some(StopReason::RetriedBelow) => 7,
         Some(StopReason::Saturated) => 8,
+        Some(StopReason::NotReplayable) => 9,
         None => OUTCOMES - 1,
     }
 }

@@ -39,6 +39,10 @@ impl<E> Call<E> {
     pub(super) fn decide_after_failure(&mut self, verdict: Verdict, now: Instant) -> Decision {
         let left = self.time_left(now);
         if let Some(reason) = stop_before_retry(verdict, self.attempts, self.max_attempts, left) {
+            let reason = match reason {
+                StopReason::AttemptsExhausted if self.unreplayable => StopReason::NotReplayable,
+                reason => reason,
+            };
             if let Verdict::Overloaded { retry_after } = verdict {
                 // The request being served passes the dependency's hint on (C7).
                 learned::call_ended(reason, self.attempts, retry_after);
@@ -220,6 +224,7 @@ pub(super) fn answers(reason: StopReason) -> bool {
         reason,
         StopReason::Succeeded
             | StopReason::AttemptsExhausted
+            | StopReason::NotReplayable
             | StopReason::Permanent
             | StopReason::Overloaded
             | StopReason::RetriedBelow

@@ -152,6 +152,9 @@ pub struct Call<E> {
     /// Whether this call sends no more hedges: the budget refused one, or the dependency
     /// throttled.
     hedging_stopped: bool,
+    /// Whether the call was dropped to one attempt because its request could not be sent
+    /// again (H7).
+    unreplayable: bool,
     /// When the attempts in flight are hedged, as fitted when the latest one started.
     hedge_due: Option<Instant>,
     estimate: Estimate,
@@ -258,6 +261,7 @@ impl<E> Call<E> {
             in_flight: 0,
             may_hedge,
             hedging_stopped: false,
+            unreplayable: false,
             hedge_due: None,
             estimate: Estimate::default(),
             permit: None,
@@ -276,9 +280,13 @@ impl<E> Call<E> {
     }
 
     /// Drops the call to a single attempt, before its first one: its request proved
-    /// unreplayable. It is then neither stamped nor reported as nested.
+    /// unreplayable. It is then neither stamped nor reported as nested, and if that attempt
+    /// fails in a way a retry could fix, the call stops with
+    /// [`StopReason::NotReplayable`](crate::StopReason::NotReplayable)
+    /// (H7). A call that could not retry anyway is left alone.
     pub fn single_attempt(&mut self) {
-        if self.attempts == 0 {
+        if self.attempts == 0 && self.max_attempts > 1 {
+            self.unreplayable = true;
             self.max_attempts = 1;
             self.may_hedge = false;
             self.nested = None;
