@@ -341,6 +341,17 @@ where
     request::answered(this.call, attempt, span, status, verdict, result)
 }
 
+impl<S, C, B> ResponseFuture<S, C, B>
+where
+    S: Service<Request<RetryBody>>,
+{
+    /// The call behind the response: what the gRPC layer reads its metrics from once it ends.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn call(&self) -> &Call<TransportError> {
+        &self.call
+    }
+}
+
 impl<S, C, B> std::fmt::Debug for ResponseFuture<S, C, B>
 where
     S: Service<Request<RetryBody>>,

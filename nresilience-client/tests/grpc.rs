@@ -1,5 +1,5 @@
 //! gRPC calls through `grpc::layer` in front of a tonic `Channel`, against a real tonic server
-//! on loopback (SPEC H6, N2, K13).
+//! on loopback (SPEC H6, N2, K13, K15), and the metrics gRFC A96 names.
 //!
 //! The server is a hand-built service (no protoc) over a codec of raw bytes, on its own
 //! runtime in real time; the client runs on a paused clock with no attempt timeout or
@@ -523,4 +523,132 @@ async fn h6_an_unreachable_server_is_retried_then_unavailable() {
     let error = retry_error(&status);
     assert_eq!(error.reason(), StopReason::AttemptsExhausted);
     assert_eq!(error.attempts(), 3);
+}
+
+// ===== gRPC's own retry metrics (gRFC A96) =====
+
+mod a96 {
+    use std::sync::OnceLock;
+
+    use nresilience_client::grpc::metrics::{CALL_HEDGES, CALL_RETRIES, CALL_RETRY_DELAY, TARGET};
+    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+    use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+
+    use super::*;
+
+    /// The process's meter provider, installed before the first layer of these tests is
+    /// built; other tests' calls land in it too, each under its own server's target.
+    fn meter() -> &'static (SdkMeterProvider, InMemoryMetricExporter) {
+        static METER: OnceLock<(SdkMeterProvider, InMemoryMetricExporter)> = OnceLock::new();
+        METER.get_or_init(|| {
+            let exporter = InMemoryMetricExporter::default();
+            let provider = SdkMeterProvider::builder()
+                .with_reader(PeriodicReader::builder(exporter.clone()).build())
+                .build();
+            opentelemetry::global::set_meter_provider(provider.clone());
+            (provider, exporter)
+        })
+    }
+
+    /// The count and the sum of `histogram`'s points for calls to the server at `addr`; `None`
+    /// when it has none.
+    fn recorded(histogram: &str, addr: SocketAddr) -> Option<(u64, f64)> {
+        let (provider, exporter) = meter();
+        provider.force_flush().unwrap();
+        let target = format!("http://{addr}");
+        let mut found = None;
+        for resource in exporter.get_finished_metrics().unwrap() {
+            for scope in resource.scope_metrics() {
+                for metric in scope.metrics().filter(|metric| metric.name() == histogram) {
+                    let ours = |attributes: &mut dyn Iterator<Item = &opentelemetry::KeyValue>| {
+                        let ours = |kv: &opentelemetry::KeyValue| {
+                            kv.key.as_str() == TARGET && kv.value.as_str() == target
+                        };
+                        attributes.filter(|kv| ours(kv)).count() > 0
+                    };
+                    match metric.data() {
+                        AggregatedMetrics::U64(MetricData::Histogram(h)) => {
+                            for point in h.data_points().filter(|p| ours(&mut p.attributes())) {
+                                found = Some((point.count(), point.sum() as f64));
+                            }
+                        }
+                        AggregatedMetrics::F64(MetricData::Histogram(h)) => {
+                            for point in h.data_points().filter(|p| ours(&mut p.attributes())) {
+                                found = Some((point.count(), point.sum()));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// A channel to `addr` whose calls are attributed to it.
+    fn channel(addr: SocketAddr, policy: RetryPolicyBuilder) -> GrpcRetry<Channel> {
+        let target = format!("http://{addr}");
+        let channel = Endpoint::from_shared(target.clone())
+            .unwrap()
+            .connect_lazy();
+        let layer = grpc::layer(policy.build().unwrap()).target(&target);
+        ServiceBuilder::new().layer(layer).service(channel)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a96_a_call_that_retried_twice_records_its_retries_and_the_time_between() {
+        meter();
+        let (addr, _) = server(&[(Code::Unavailable, None), (Code::Unavailable, None)]);
+        say(channel(addr, policy()), hello()).await.unwrap();
+        assert_eq!(recorded(CALL_RETRIES, addr), Some((1, 2.0)));
+        assert_eq!(
+            recorded(CALL_HEDGES, addr),
+            None,
+            "no hedge, nothing recorded"
+        );
+        let (count, seconds) = recorded(CALL_RETRY_DELAY, addr).unwrap();
+        assert_eq!(count, 1);
+        assert!(
+            (seconds - 0.3).abs() < 1e-9,
+            "100 ms, then 200 ms: {seconds}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a96_a_call_that_failed_records_its_retries_too() {
+        meter();
+        let (addr, _) = server(&[(Code::Unavailable, None); 3]);
+        let status = say(channel(addr, policy()), hello()).await.unwrap_err();
+        assert_eq!(status.code(), Code::Unavailable);
+        assert_eq!(recorded(CALL_RETRIES, addr), Some((1, 2.0)));
+        assert_eq!(
+            recorded(CALL_RETRY_DELAY, addr).map(|(count, _)| count),
+            Some(1)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a96_a_first_attempt_that_answers_records_only_a_delay_of_zero() {
+        meter();
+        let (addr, _) = server(&[]);
+        say(channel(addr, policy()), hello()).await.unwrap();
+        assert_eq!(recorded(CALL_RETRIES, addr), None);
+        assert_eq!(recorded(CALL_HEDGES, addr), None);
+        assert_eq!(recorded(CALL_RETRY_DELAY, addr), Some((1, 0.0)));
+    }
+
+    #[tokio::test]
+    async fn a96_a_hedged_call_records_its_hedge_and_no_retry() {
+        meter();
+        let (addr, script) = server(&[]);
+        script
+            .delays
+            .lock()
+            .unwrap()
+            .push_back(Duration::from_secs(5));
+        let hedging = policy().hedge(Some(Hedge::after(Duration::from_millis(50))));
+        say(channel(addr, hedging), hello()).await.unwrap();
+        assert_eq!(recorded(CALL_HEDGES, addr), Some((1, 1.0)));
+        assert_eq!(recorded(CALL_RETRIES, addr), None, "a hedge is not a retry");
+    }
 }

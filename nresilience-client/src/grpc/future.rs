@@ -3,7 +3,8 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 
 use http::{Request, Response};
 use nresilience_core::Classify;
@@ -11,6 +12,7 @@ use pin_project_lite::pin_project;
 use tonic::Status;
 use tower::Service;
 
+use super::metrics::{CallMetrics, CallTarget};
 use super::status::into_status;
 use super::tonic_body::TonicBody;
 use bytes::Bytes;
@@ -27,6 +29,9 @@ pin_project! {
     {
         #[pin]
         inner: crate::ResponseFuture<TonicBody<S>, C, B>,
+        metrics: Arc<CallMetrics>,
+        // Taken when the call's metrics are recorded, once.
+        target: Option<CallTarget>,
     }
 }
 
@@ -34,8 +39,16 @@ impl<S, C, B> ResponseFuture<S, C, B>
 where
     S: Service<Request<tonic::body::Body>>,
 {
-    pub(super) fn new(inner: crate::ResponseFuture<TonicBody<S>, C, B>) -> Self {
-        Self { inner }
+    pub(super) fn new(
+        inner: crate::ResponseFuture<TonicBody<S>, C, B>,
+        metrics: Arc<CallMetrics>,
+        target: CallTarget,
+    ) -> Self {
+        Self {
+            inner,
+            metrics,
+            target: Some(target),
+        }
     }
 }
 
@@ -50,7 +63,14 @@ where
     type Output = Result<Response<ResB>, Status>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.project().inner.poll(cx).map_err(into_status)
+        let mut this = self.project();
+        let output = ready!(this.inner.as_mut().poll(cx));
+        if let Some(target) = this.target.take() {
+            let call = this.inner.as_ref().get_ref().call();
+            this.metrics
+                .record(&target, call.attempts(), call.hedges(), call.waited());
+        }
+        Poll::Ready(output.map_err(into_status))
     }
 }
 

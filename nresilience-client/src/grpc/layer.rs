@@ -1,6 +1,7 @@
 //! The gRPC retry middleware: `GrpcRetryLayer` and the `GrpcRetry` service.
 
 use std::fmt;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -10,6 +11,7 @@ use nresilience_core::{Classify, RetryPolicy};
 use tower::{Layer, Service};
 
 use super::future::ResponseFuture;
+use super::metrics::CallMetrics;
 use super::status::into_status;
 use super::tonic_body::TonicBody;
 use super::GrpcClassifier;
@@ -25,11 +27,13 @@ use crate::layer::{Retry, RetryLayer};
 /// a [`tonic::Status`]. A call whose request messages are all ready when it is made is
 /// buffered (up to [`max_buffered_body`](Self::max_buffered_body)), may be retried, and
 /// carries `x-nresilience-retrying: 1` on every attempt; a call still streaming is sent once.
-/// See the [module docs](super).
+/// Every call ends by recording gRPC's own retry metrics (gRFC A96, [`metrics`](super::metrics))
+/// beside nresilience's. See the [module docs](super).
 #[derive(Clone, Debug)]
 #[must_use]
 pub struct GrpcRetryLayer<C = GrpcClassifier> {
     inner: RetryLayer<C>,
+    metrics: Arc<CallMetrics>,
 }
 
 impl GrpcRetryLayer {
@@ -40,6 +44,7 @@ impl GrpcRetryLayer {
                 .retry_non_idempotent(true)
                 .hedge_non_idempotent(true)
                 .classifier(GrpcClassifier::new()),
+            metrics: Arc::new(CallMetrics::new()),
         }
     }
 }
@@ -52,11 +57,21 @@ impl<C> GrpcRetryLayer<C> {
         self
     }
 
+    /// The target gRPC's own metrics attribute calls to (`grpc.target`, gRFC A66): the URI
+    /// the channel was made for, `dns:///inventory:50051`. A layer in front of a tonic
+    /// `Channel` sees only each request's path, so without it calls are attributed to the
+    /// request's `scheme://authority` when it has one and to `other` when not.
+    pub fn target(mut self, target: &str) -> Self {
+        self.metrics = Arc::new(CallMetrics::clone(&self.metrics).with_target(target));
+        self
+    }
+
     /// Replaces the classifier of responses and errors; it sees the response before
     /// tonic decodes it, as [`GrpcClassifier`] does.
     pub fn classifier<C2>(self, classifier: C2) -> GrpcRetryLayer<C2> {
         GrpcRetryLayer {
             inner: self.inner.classifier(classifier),
+            metrics: self.metrics,
         }
     }
 
@@ -72,6 +87,7 @@ impl<S, C: Clone> Layer<S> for GrpcRetryLayer<C> {
     fn layer(&self, inner: S) -> Self::Service {
         GrpcRetry {
             inner: self.inner.layer(TonicBody(inner)),
+            metrics: Arc::clone(&self.metrics),
         }
     }
 }
@@ -80,6 +96,7 @@ impl<S, C: Clone> Layer<S> for GrpcRetryLayer<C> {
 #[derive(Clone)]
 pub struct GrpcRetry<S, C = GrpcClassifier> {
     inner: Retry<TonicBody<S>, C>,
+    metrics: Arc<CallMetrics>,
 }
 
 impl<S, C> GrpcRetry<S, C> {
@@ -132,6 +149,8 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         // The retry layer buffers the messages that are ready now; a call still streaming
         // is sent once, unstamped (N1).
-        ResponseFuture::new(self.inner.call(request))
+        let target = self.metrics.target_of(request.uri());
+        let inner = self.inner.call(request);
+        ResponseFuture::new(inner, Arc::clone(&self.metrics), target)
     }
 }

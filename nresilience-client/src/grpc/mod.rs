@@ -6,6 +6,10 @@
 //! `tonic::client::Grpc`) is then built on the wrapped channel as usual (see the
 //! [example](#example)).
 //!
+//! Every call records gRPC's own retry metrics as gRFC A96 names them ([`metrics`]) beside
+//! nresilience's: `grpc.client.call.retries`, `grpc.client.call.hedges` and
+//! `grpc.client.call.retry_delay`.
+//!
 //! # What is retried
 //!
 //! Every gRPC call is a POST, so the layer retries POSTs (the [`RetryLayer`](crate::RetryLayer)
@@ -100,6 +104,7 @@
 mod classify;
 mod future;
 mod layer;
+pub mod metrics;
 mod status;
 mod tonic_body;
 

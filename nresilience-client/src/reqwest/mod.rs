@@ -21,7 +21,7 @@
 //! unmarked, rather than refused; if that attempt fails in a way a retry could fix, the call
 //! stops with `StopReason::NotReplayable` (H7). A body of any size the caller can make again
 //! — a file, a function — set with `RequestBuilder::with_extension(Reopen::..)`
-//! ([`Reopen`](crate::Reopen)) is made again for every attempt instead, never held in
+//! ([`Reopen`]) is made again for every attempt instead, never held in
 //! memory whole.
 //!
 //! # reqwest's own retries

@@ -135,6 +135,19 @@ impl Tally {
 }
 
 impl<E> Call<E> {
+    /// The hedges the call has started so far (HG1), whatever it ends with.
+    #[must_use]
+    pub fn hedges(&self) -> u32 {
+        self.tally.hedges
+    }
+
+    /// The time the call has spent so far with no attempt in flight, whatever it ends with:
+    /// its backoffs and pushback, and any wait for room under the dependency's limit (O7).
+    #[must_use]
+    pub fn waited(&self) -> Duration {
+        self.tally.waited
+    }
+
     /// The attempts behind the answer the call returned (H8), once it has returned one
     /// (a [`Step::Done`](super::Step::Done) with `Ok`); `None` before, and when it ended in
     /// an error (whose [`RetryError::attempts`](crate::RetryError::attempts) says as much).
