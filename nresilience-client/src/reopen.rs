@@ -26,9 +26,10 @@ type Make = dyn Fn() -> RetryBody + Send + Sync;
 ///
 /// A request that carries one sends the bodies it makes, the first attempt's included, and
 /// must have an empty body of its own: one with a body too is refused before anything is sent,
-/// since only one of the two could go out. Without it, a request body is kept in memory for
-/// replay up to the driver's cap (64 KiB), and a larger one, or a stream still producing, is
-/// sent once: its call stops with [`StopReason::NotReplayable`] rather than retrying.
+/// since only one of the two could go out. Without it, the tower layer and `Client` keep a
+/// request body in memory for replay up to their cap (64 KiB) and the reqwest middleware
+/// replays a body of bytes; a larger body, or a stream, is sent once, and its call stops with
+/// [`StopReason::NotReplayable`] where it would have retried.
 ///
 /// Works with [`Client`](crate::Client) and [`RetryLayer`](crate::RetryLayer) as
 /// `Request::extensions_mut().insert(..)`, and with the reqwest middleware as
