@@ -110,13 +110,19 @@ impl Limit {
         self.value.floor() as u32
     }
 
-    /// Adapts to a finished slot, given the window it ends and the lowest latency seen lately
-    /// (`no_load`). For the latency-based algorithms, a slot with no latency sample says
+    /// Adapts to a finished slot, given the window it ends, the attempts held as it ends and the
+    /// lowest latency seen lately (`no_load`). For the latency-based algorithms, a slot with no latency sample says
     /// nothing and changes nothing; one whose peak did not reach half the limit says nothing
     /// about the limit (the traffic did not use it).
-    pub(super) fn adapt(&mut self, slot: &Slot, window: &Window, no_load: Option<Duration>) {
+    pub(super) fn adapt(
+        &mut self,
+        slot: &Slot,
+        window: &Window,
+        held: u32,
+        no_load: Option<Duration>,
+    ) {
         if self.algorithm == LimitAlgorithm::Accumulation {
-            self.accumulate(slot, window);
+            self.accumulate(slot, window, held);
             return;
         }
         let Some(measured) = slot.mean() else {
@@ -177,7 +183,7 @@ impl Limit {
     /// if the dependency then finishes more: a dependency that is slower but keeps pace with
     /// what it is sent finishes more with more in flight, a queue does not. Unneeded for a
     /// window, it lets go.
-    fn accumulate(&mut self, slot: &Slot, window: &Window) {
+    fn accumulate(&mut self, slot: &Slot, window: &Window, held: u32) {
         let accumulation = window.accumulation();
         let state = &mut self.accumulation;
         if !state.engaged {
@@ -188,10 +194,7 @@ impl Limit {
                     engaged: true,
                     ..Accumulation::default()
                 };
-                self.value = slot
-                    .mean_held(window.slot())
-                    .ceil()
-                    .clamp(self.floor, self.max);
+                self.value = f64::from(held).clamp(self.floor, self.max);
             }
             return;
         }

@@ -167,10 +167,16 @@ fn e5_o1_o5_a_stall_is_no_queue_and_is_bounded_by_the_limit_once_work_accumulate
     assert_eq!(tracker.limit(now), 1_000, "unbound until work accumulates");
     // Held for two windows with nothing finished, the work accumulates: the limit binds at
     // what is held (O5), lower each slot it goes on, and the next attempt is refused by it.
-    for _ in 0..20 {
+    let mut slots = 0;
+    while tracker.limit(now) == 1_000 {
         now += ms(100);
-        tracker.held(now);
+        slots += 1;
+        assert!(slots <= 20, "bound within two windows of the stall showing");
     }
+    assert!(
+        slots >= 19,
+        "after two windows of accumulation, not {slots} slots"
+    );
     let held = tracker.held(now);
     assert_eq!(tracker.limit(now), held, "bound where the work stood");
     now += ms(100);

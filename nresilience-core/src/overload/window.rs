@@ -1,5 +1,5 @@
-//! What a dependency did over the last window, in ten slots: completions, for its completion
-//! rate; latency and the work held, for its limit.
+//! What a dependency did over the last window, in ten slots: completions and the time it was
+//! busy, for its completion rate; what it was sent and answered, for its limit.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +9,8 @@ pub(super) const SLOTS: u32 = 10;
 /// The slots the recent completion rate counts: a third of the window.
 const RECENT_SLOTS: u64 = 3;
 
-/// One slot's tally.
+/// One slot's tally. Its counts are of one slot's events and its busy time at most the slot:
+/// none of them can overflow.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(super) struct Slot {
     /// Which slot of the run this is, counted from the window's origin.
@@ -29,12 +30,11 @@ pub(super) struct Slot {
     pub(super) samples: u32,
     /// Attempts cut before an answer: their latency is at least what they waited.
     pub(super) cuts: u32,
-    /// The most attempts in flight at once.
+    /// The most attempts held at once.
     pub(super) peak: u32,
-    /// How long the dependency held at least one attempt: the time its completions took.
+    /// How long the dependency had at least one attempt awaited: the time its completions
+    /// took.
     busy_nanos: u64,
-    /// The attempts held, integrated over the slot's time (attempt-nanoseconds).
-    held_nanos: u64,
     /// Attempts refused by the limit.
     pub(super) refused: u32,
     /// Requests a service's handlers held when their callers left, unanswered (F4).
@@ -46,11 +46,6 @@ impl Slot {
     pub(super) fn mean(&self) -> Option<Duration> {
         (self.samples > 0)
             .then(|| Duration::from_nanos(self.latency_nanos / u64::from(self.samples)))
-    }
-
-    /// The attempts held on average over `slot`, the slot's length.
-    pub(super) fn mean_held(&self, slot: Duration) -> f64 {
-        self.held_nanos as f64 / slot.as_nanos().max(1) as f64
     }
 }
 
@@ -70,22 +65,56 @@ impl Pace {
             busy_nanos: self.busy_nanos.saturating_add(slot.busy_nanos),
         }
     }
+
+    /// The busy time each completion took, once the slots were busy for `slot` nanoseconds
+    /// and finished something: `None` while they cannot tell.
+    fn nanos_per_completion(self, slot: u64) -> Option<u64> {
+        (self.busy_nanos >= slot && self.completions > 0)
+            .then(|| self.busy_nanos / self.completions)
+    }
 }
 
-/// The last [`SLOTS`] slots, oldest overwritten first.
+/// A spell of busy time not yet counted: since when, and the attempt that began it.
+#[derive(Debug, Clone, Copy)]
+struct Busy {
+    since: Instant,
+    /// The ticket of the attempt whose admission began it, `0` once a slot's end has cut it:
+    /// when that attempt ends it, the spell lasted exactly that attempt's latency.
+    by: u64,
+}
+
+/// The last [`SLOTS`] slots: the one being filled, and the finished ones before it, oldest
+/// overwritten first.
 #[derive(Debug)]
 pub(super) struct Window {
     origin: Instant,
     slot: Duration,
-    slots: [Slot; SLOTS as usize],
-    /// The slot being filled, its place in `slots`, and when it ends.
-    current: u64,
-    at: usize,
+    slot_nanos: u64,
+    /// The slot being filled, and when it ends.
+    filling: Slot,
     end: Instant,
-    /// The pace over the window's slots before the current one, and over the recent ones
-    /// before it: they change only when a slot ends, and every admission reads them.
-    earlier: Pace,
-    recent_earlier: Pace,
+    /// The finished slots, each at its index modulo [`SLOTS`].
+    slots: [Slot; SLOTS as usize],
+    /// The pace over the last window's finished slots, and over the last [`RECENT_SLOTS`]
+    /// of them: they change only when a slot ends, and every admission reads them. The slot
+    /// being filled is left out: its busy time under way is counted only when it ends.
+    finished: Pace,
+    recent: Pace,
+    /// Busy time under way, counted when it ends or its slot does.
+    busy: Option<Busy>,
+}
+
+/// The place in the ring of the slot of `index`.
+fn place(index: u64) -> usize {
+    (index % u64::from(SLOTS)) as usize
+}
+
+/// A duration in nanoseconds, saturating.
+pub(crate) fn nanos(duration: Duration) -> u64 {
+    duration
+        .as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(duration.subsec_nanos()))
 }
 
 impl Window {
@@ -94,12 +123,13 @@ impl Window {
         Self {
             origin,
             slot,
+            slot_nanos: nanos(slot),
+            filling: Slot::default(),
             slots: [Slot::default(); SLOTS as usize],
-            current: 0,
-            at: 0,
             end: origin.checked_add(slot).unwrap_or(origin),
-            earlier: Pace::default(),
-            recent_earlier: Pace::default(),
+            finished: Pace::default(),
+            recent: Pace::default(),
+            busy: None,
         }
     }
 
@@ -108,66 +138,108 @@ impl Window {
         u64::try_from(since / self.slot.as_nanos().max(1)).unwrap_or(u64::MAX)
     }
 
+    /// When the current slot ends: [`advance`](Self::advance) has work to do from then.
+    pub(super) fn end(&self) -> Instant {
+        self.end
+    }
+
     /// Moves to the slot of `now`; returns the slot just finished when `now` starts a new one
-    /// (`None` when the clock has not left the current slot, or went back).
-    #[inline]
+    /// (`None` when the clock has not left the current slot, or went back). Busy time under
+    /// way is counted in each slot it spans, the ones no event fell in included.
     pub(super) fn advance(&mut self, now: Instant) -> Option<Slot> {
-        // Most events fall in the slot being filled: one comparison, no division.
         if now < self.end {
             return None;
         }
-        self.move_to(now)
-    }
-
-    #[cold]
-    fn move_to(&mut self, now: Instant) -> Option<Slot> {
         let index = self.index_at(now);
-        if index <= self.current {
+        let current = self.filling.index;
+        if index <= current {
             return None;
         }
-        let finished = self.slots[self.at];
-        self.current = index;
-        self.at = (index % u64::from(SLOTS)) as usize;
-        let slot = u64::try_from(self.slot.as_nanos()).unwrap_or(u64::MAX);
-        self.end = (self.origin)
-            .checked_add(Duration::from_nanos(slot.saturating_mul(index + 1)))
+        if let Some(busy) = &mut self.busy {
+            let spent = self
+                .end
+                .saturating_duration_since(busy.since)
+                .min(self.slot);
+            self.filling.busy_nanos = self.filling.busy_nanos.saturating_add(nanos(spent));
+            busy.by = 0;
+        }
+        let finished = self.filling;
+        self.slots[place(current)] = finished;
+        // The slots no event fell in: busy throughout while an attempt was awaited.
+        if self.busy.is_some() {
+            let skipped = (current + 1).max(index.saturating_sub(u64::from(SLOTS)));
+            for index in skipped..index {
+                self.slots[place(index)] = Slot {
+                    index,
+                    busy_nanos: self.slot_nanos,
+                    ..Slot::default()
+                };
+            }
+        }
+        let start = (self.origin)
+            .checked_add(Duration::from_nanos(self.slot_nanos.saturating_mul(index)))
             .unwrap_or(now);
-        self.slots[self.at] = Slot {
+        self.end = start.checked_add(self.slot).unwrap_or(now);
+        if let Some(busy) = &mut self.busy {
+            busy.since = start;
+        }
+        self.filling = Slot {
             index,
             ..Slot::default()
         };
-        self.earlier = self.pace_before(u64::from(SLOTS));
-        self.recent_earlier = self.pace_before(RECENT_SLOTS);
+        self.finished = self.pace_before(u64::from(SLOTS));
+        self.recent = self.pace_before(RECENT_SLOTS);
         Some(finished)
     }
 
-    /// The pace over the `count` - 1 slots before the current one.
+    /// The pace over the `count` finished slots before the current one.
     fn pace_before(&self, count: u64) -> Pace {
-        let oldest = self.current.saturating_sub(count - 1);
+        let current = self.filling.index;
+        let oldest = current.saturating_sub(count);
         self.slots
             .iter()
-            .filter(|slot| (oldest..self.current).contains(&slot.index))
+            .filter(|slot| (oldest..current).contains(&slot.index))
             .fold(Pace::default(), Pace::and)
     }
 
-    /// The pace over the current slot and the `earlier` ones.
-    fn pace(&self, earlier: Pace) -> Pace {
-        earlier.and(&self.slots[self.at])
-    }
-
     fn current_mut(&mut self) -> &mut Slot {
-        &mut self.slots[self.at]
+        &mut self.filling
     }
 
+    /// The dependency was idle and the attempt of ticket `by` was sent to it at `now`: busy
+    /// time begins.
+    #[inline]
+    pub(super) fn busy_from(&mut self, now: Instant, by: u64) {
+        self.busy = Some(Busy { since: now, by });
+    }
+
+    /// The last attempt awaited, of ticket `by`, ended at `now` after `latency` nanoseconds
+    /// (when that is the time since its admission): busy time ends. When that attempt began
+    /// it, the spell lasted its latency, with no clock arithmetic.
+    #[inline]
+    pub(super) fn idle(&mut self, now: Instant, by: u64, latency: Option<u64>) {
+        let Some(busy) = self.busy.take() else {
+            return;
+        };
+        let spent = match latency {
+            Some(latency) if busy.by == by => latency,
+            _ => nanos(now.saturating_duration_since(busy.since)),
+        };
+        self.filling.busy_nanos += spent.min(self.slot_nanos);
+    }
+
+    #[inline]
     pub(super) fn completed(&mut self, count: u32) {
         let slot = self.current_mut();
-        slot.completions = slot.completions.saturating_add(count);
+        slot.completions += count;
     }
 
-    /// An attempt was sent.
-    pub(super) fn sent(&mut self) {
+    /// An attempt was sent, with `held` attempts held.
+    #[inline]
+    pub(super) fn sent(&mut self, held: u32) {
         let slot = self.current_mut();
-        slot.sent = slot.sent.saturating_add(1);
+        slot.sent += 1;
+        slot.peak = slot.peak.max(held);
     }
 
     /// An attempt was superseded by another's answer, cut by the caller's ceiling, or
@@ -178,32 +250,19 @@ impl Window {
     }
 
     /// An attempt was answered, with the work or without.
+    #[inline]
     pub(super) fn answered(&mut self) {
         let slot = self.current_mut();
-        slot.answers = slot.answers.saturating_add(1);
+        slot.answers += 1;
     }
 
-    pub(super) fn latency(&mut self, latency: Duration, cut: bool) {
+    /// An attempt was answered or `cut` after `latency` nanoseconds.
+    #[inline]
+    pub(super) fn latency(&mut self, latency: u64, cut: bool) {
         let slot = self.current_mut();
-        let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
-        slot.latency_nanos = slot.latency_nanos.saturating_add(nanos);
-        slot.samples = slot.samples.saturating_add(1);
+        slot.latency_nanos = slot.latency_nanos.saturating_add(latency);
+        slot.samples += 1;
         slot.cuts = slot.cuts.saturating_add(u32::from(cut));
-    }
-
-    pub(super) fn busy(&mut self, busy: Duration) {
-        let slot = self.current_mut();
-        let nanos = u64::try_from(busy.as_nanos()).unwrap_or(u64::MAX);
-        slot.busy_nanos = slot.busy_nanos.saturating_add(nanos);
-    }
-
-    /// `held` attempts were held for `time`.
-    pub(super) fn held_for(&mut self, held: u32, time: Duration) {
-        let slot = self.current_mut();
-        let nanos = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
-        slot.held_nanos = slot
-            .held_nanos
-            .saturating_add(nanos.saturating_mul(u64::from(held)));
     }
 
     /// A service's request ended unanswered: its caller left (F4).
@@ -228,31 +287,37 @@ impl Window {
         slot.refused = slot.refused.saturating_add(1);
     }
 
-    pub(super) fn occupied(&mut self, occupied: u32) {
-        let slot = self.current_mut();
-        slot.peak = slot.peak.max(occupied);
-    }
-
     /// The slots of the window ending at the current one.
     fn live(&self) -> impl Iterator<Item = &Slot> {
-        let oldest = self.current.saturating_sub(u64::from(SLOTS) - 1);
+        let current = self.filling.index;
+        let oldest = current.saturating_sub(u64::from(SLOTS) - 1);
         self.slots
             .iter()
-            .filter(move |slot| (oldest..=self.current).contains(&slot.index))
+            .filter(move |slot| (oldest..current).contains(&slot.index))
+            .chain(std::iter::once(&self.filling))
     }
 
-    /// Completions per second of busy time over the window — the time the dependency held
-    /// at least one attempt — and whether it finished none in a window that was busy
-    /// throughout. `None` while the window has seen less than one slot of busy time: too
-    /// little to say. Counting busy time only, a lightly loaded dependency's rate is what it
-    /// serves while it works, not the rate its callers happen to send.
+    /// The busy time per completion over the last window's finished slots — the time the
+    /// dependency had at least one attempt awaited — or over its last [`RECENT_SLOTS`] when
+    /// that is shorter: a dependency finishing work again after a stall is seen within a few
+    /// slots. `None` while they have seen less than a slot of busy time, too little to say,
+    /// and when the dependency finished nothing in them. Counting busy time only, a lightly
+    /// loaded dependency's pace is what it serves while it works, not the rate its callers
+    /// happen to send. Whole nanoseconds, read from slots that are over: every admission asks.
+    #[inline]
+    pub(super) fn nanos_per_completion(&self) -> Option<u64> {
+        let window = self.finished.nanos_per_completion(self.slot_nanos)?;
+        let recent = self.recent.nanos_per_completion(self.slot_nanos);
+        Some(recent.map_or(window, |recent| recent.min(window)))
+    }
+
+    /// Completions per second of busy time over the last window's finished slots, as
+    /// [`nanos_per_completion`](Self::nanos_per_completion) counts them but over the whole
+    /// window only, `0` when it finished none in slots busy for a slot, `None` while it
+    /// cannot tell.
     pub(super) fn rate(&self) -> Option<f64> {
-        self.rate_of(self.pace(self.earlier))
-    }
-
-    fn rate_of(&self, pace: Pace) -> Option<f64> {
-        let slot = u64::try_from(self.slot.as_nanos()).unwrap_or(u64::MAX);
-        (pace.busy_nanos >= slot)
+        let pace = self.finished;
+        (pace.busy_nanos >= self.slot_nanos)
             .then(|| pace.completions as f64 / Duration::from_nanos(pace.busy_nanos).as_secs_f64())
     }
 
@@ -275,20 +340,20 @@ impl Window {
                     )
                 });
         let sent = sent.saturating_sub(dropped);
-        let slot = u64::try_from(self.slot.as_nanos()).unwrap_or(u64::MAX);
         match answers {
-            0 if busy < slot => None,
+            0 if busy < self.slot_nanos => None,
             0 => Some(f64::INFINITY),
             answers => Some(sent as f64 / answers as f64),
         }
     }
 
-    /// Whether attempts were held for a slot and more of the window and none left: nothing
-    /// finished, nothing was even answered. A stall; a dependency answering errors is not one.
+    /// Whether attempts were awaited for a slot and more of the last window and none left:
+    /// nothing finished, nothing was even answered, in it or since. A stall; a dependency
+    /// answering errors is not one.
+    #[inline]
     pub(super) fn stalled(&self) -> bool {
-        let pace = self.pace(self.earlier);
-        let slot = u64::try_from(self.slot.as_nanos()).unwrap_or(u64::MAX);
-        pace.busy_nanos >= slot && pace.answers == 0 && pace.completions == 0
+        let pace = self.finished.and(&self.filling);
+        self.finished.busy_nanos >= self.slot_nanos && pace.answers == 0 && pace.completions == 0
     }
 
     /// The completions per second of busy time over the window, or none counted yet: see
@@ -300,13 +365,6 @@ impl Window {
     /// How long one slot lasts.
     pub(super) fn slot(&self) -> Duration {
         self.slot
-    }
-
-    /// Completions per second of busy time over the last [`RECENT_SLOTS`], like
-    /// [`rate`](Self::rate) but quicker to see a dependency that has started finishing work
-    /// again after a stall.
-    pub(super) fn recent_rate(&self) -> Option<f64> {
-        self.rate_of(self.pace(self.recent_earlier))
     }
 
     /// How long the window covers when full.
@@ -334,13 +392,14 @@ mod tests {
 
     use super::*;
 
-    /// The pace summed afresh over the window's live slots, ending with the current one.
+    /// The pace summed afresh over the `count` finished slots before the current one.
     fn summed(window: &Window, count: u64) -> Pace {
-        let oldest = window.current.saturating_sub(count - 1);
+        let current = window.filling.index;
+        let oldest = current.saturating_sub(count);
         window
             .slots
             .iter()
-            .filter(|slot| (oldest..=window.current).contains(&slot.index))
+            .filter(|slot| (oldest..current).contains(&slot.index))
             .fold(Pace::default(), Pace::and)
     }
 
@@ -360,12 +419,41 @@ mod tests {
                 match kind {
                     0 => window.completed(u32::try_from(amount).unwrap()),
                     1 => window.answered(),
-                    2 => window.busy(Duration::from_millis(amount)),
-                    _ => window.sent(),
+                    2 => {
+                        window.busy_from(now, 1);
+                        window.idle(now, 1, Some(amount * 1_000_000));
+                    }
+                    _ => window.sent(1),
                 }
-                prop_assert_eq!(window.pace(window.earlier), summed(&window, u64::from(SLOTS)));
-                prop_assert_eq!(window.pace(window.recent_earlier), summed(&window, RECENT_SLOTS));
+                prop_assert_eq!(window.finished, summed(&window, u64::from(SLOTS)));
+                prop_assert_eq!(window.recent, summed(&window, RECENT_SLOTS));
             }
+        }
+
+        /// O1, O5: a spell of busy time is counted once, whole, across the slots it spans,
+        /// whether events fall in them or not, and whether its end is known from the
+        /// latency of the attempt that began it or from the clock.
+        #[test]
+        fn o1_busy_time_is_counted_once_across_the_slots_it_spans(
+            start in 0u64..2_000_000,
+            length in 0u64..900_000,
+            mut steps in prop::collection::vec(0u64..900_000, 0..10),
+            by_latency in any::<bool>(),
+        ) {
+            let origin = Instant::now();
+            let mut window = Window::new(Duration::from_secs(1), origin);
+            let begin = origin + Duration::from_micros(start);
+            window.advance(begin);
+            window.busy_from(begin, 7);
+            steps.sort_unstable();
+            for step in steps.into_iter().filter(|&step| step < length) {
+                window.advance(begin + Duration::from_micros(step));
+            }
+            let end = begin + Duration::from_micros(length);
+            window.advance(end);
+            window.idle(end, 7, by_latency.then_some(length * 1_000));
+            let counted = summed(&window, u64::from(SLOTS)).and(&window.filling);
+            prop_assert_eq!(counted.busy_nanos, length * 1_000);
         }
     }
 }

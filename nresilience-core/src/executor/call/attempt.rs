@@ -93,12 +93,22 @@ impl<E> Call<E> {
         }
         // Nothing is sent that the dependency cannot serve before the caller gives up (O1),
         // nor past its adaptive limit (O2).
-        let admission = if self.load.is_none() {
-            None
-        } else {
-            match self.admit_load(now, left) {
-                Ok(admission) => admission,
-                Err(refused) => return refused,
+        let admission = match self.load.as_deref() {
+            None => None,
+            Some(load) => {
+                let admitted = match self.waiting.as_deref() {
+                    None => load.admit(now, left, self.criticality),
+                    Some(waiting) => {
+                        load.admit_waiting(waiting.ticket, now, left, self.criticality)
+                    }
+                };
+                match admitted {
+                    Ok(admission) => {
+                        self.waiting = None;
+                        Some(admission)
+                    }
+                    Err(saturated) => return self.refused_load(saturated, now, left),
+                }
             }
         };
         self.attempts += 1;
@@ -112,7 +122,7 @@ impl<E> Call<E> {
             // withdrawn for it stays held: it pays for the retry when that retry goes out.
             self.settle_permit(self.attempts, BreakerOutcome::Ignored, now);
             if let (Some(load), Some(admission)) = (&self.load, admission) {
-                load.withdraw(admission.ticket);
+                load.withdraw(admission.ticket, now);
             }
             self.last = Some(LastAttempt::Refused);
             let verdict = Verdict::Throttled {
@@ -130,30 +140,6 @@ impl<E> Call<E> {
             concurrent.pushback = None;
         }
         Step::Run(self.admit(now, left, false, admission))
-    }
-
-    /// Asks the dependency's load for room for the next attempt (O1, O2), or waits for it
-    /// (O7). Out of line: the attempt's own path stays small.
-    #[inline(never)]
-    fn admit_load<T>(
-        &mut self,
-        now: Instant,
-        left: Option<Duration>,
-    ) -> Result<Option<Admission>, Step<T, E>> {
-        let Some(load) = self.load.as_deref() else {
-            return Ok(None);
-        };
-        let admitted = match self.waiting.as_deref() {
-            Some(waiting) => load.admit_waiting(waiting.ticket, now, left, self.criticality),
-            None => load.admit(now, left, self.criticality),
-        };
-        match admitted {
-            Ok(admission) => {
-                self.waiting = None;
-                Ok(Some(admission))
-            }
-            Err(saturated) => Err(self.refused_load(saturated, now, left)),
-        }
     }
 
     /// The limit refused the attempt at `now`: it waits for room, or the call ends (O7).

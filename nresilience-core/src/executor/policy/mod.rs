@@ -268,18 +268,22 @@ impl RetryPolicy {
     /// made at `now` on first use. `None` when overload control is off.
     #[inline]
     pub(crate) fn load_tracker(&self, key: Option<&str>, now: Instant) -> Option<Arc<LoadTracker>> {
-        // Every call asks; most policies have it off.
+        // Every call asks: the policy's own tracker, once made, is one load away.
         let control = self.inner.config.overload_control.as_ref()?;
-        Some(self.tracker_of(*control, key, now))
+        match (key, self.inner.trackers.own.get()) {
+            (None, Some(own)) => Some(Arc::clone(own)),
+            _ => Some(self.tracker_of(control, key, now)),
+        }
     }
 
     #[cold]
     fn tracker_of(
         &self,
-        control: OverloadControl,
+        control: &OverloadControl,
         key: Option<&str>,
         now: Instant,
     ) -> Arc<LoadTracker> {
+        let control = *control;
         let trackers = &self.inner.trackers;
         match key {
             Some(key) => trackers

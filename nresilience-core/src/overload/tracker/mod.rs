@@ -10,20 +10,24 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+mod no_load;
+mod service;
+
+pub(crate) use service::RequestRefused;
+
 use super::admission::{Admission, Answer, Saturated, SaturatedBy, Ticket};
 use super::limit::Limit;
 use super::options::OverloadControl;
 use super::waiting::{WaitTicket, WaitingRoom};
-use super::window::Window;
+use super::window::{nanos, Window};
+use crate::clock;
 use crate::criticality::Criticality;
-
-/// How long the no-load latency remembers its lowest sample: the lowest of this period and
-/// the one before, so a fault shorter than a period does not become the new normal.
-const NO_LOAD_PERIOD: Duration = Duration::from_secs(30);
+use no_load::NoLoad;
 
 /// The longest an abandoned attempt is counted as still held by the dependency: past it,
-/// a dependency has finished or dropped it.
+/// a dependency has finished or dropped it. Also the longest wait the tracker expects.
 const LONGEST_HOLD: Duration = Duration::from_secs(60);
+const LONGEST_HOLD_NANOS: u64 = LONGEST_HOLD.as_secs() * 1_000_000_000;
 
 /// One dependency's load as this process sees it (O1, O2).
 ///
@@ -35,7 +39,9 @@ const LONGEST_HOLD: Duration = Duration::from_secs(60);
 /// has left, or when the attempts held reach the adaptive limit. With no attempt awaited,
 /// nothing is refused: the next attempt is how the dependency is seen again.
 ///
-/// Every method takes the time from the caller; the lock inside holds arithmetic only.
+/// Every method takes the time from the caller; the lock inside holds arithmetic only. An
+/// attempt's admission and its answer, the success path, compare instants and count: the
+/// clock's arithmetic waits for a slot's end, or for an abandoned attempt's hold to run out.
 pub struct LoadTracker {
     control: OverloadControl,
     /// The dependency's key, when the tracker is one of a [`KeyedTrackers`](super::KeyedTrackers).
@@ -52,10 +58,12 @@ struct State {
     /// Attempts whose caller left while the dependency may still work on them, by ticket.
     abandoned: VecDeque<Abandoned>,
     next: u64,
-    /// The latest event: busy time runs from it while anything is held.
-    last: Instant,
-    /// When the dependency last answered with an overload signal or a throttle.
-    overloaded_at: Option<Instant>,
+    /// When the state next needs bringing up to the clock: the window's slot ends, the
+    /// no-load period ends, or the oldest abandoned attempt's hold runs out.
+    due: Instant,
+    /// Until when the dependency's latest overload signal or throttle counts: a window after
+    /// it.
+    overloaded_until: Option<Instant>,
     /// A service's latest refusal of a first attempt for its load, and the most critical
     /// such refusal within a slot of it (F4).
     pressed: Option<(Instant, Criticality)>,
@@ -69,15 +77,6 @@ struct State {
 struct Abandoned {
     ticket: u64,
     until: Instant,
-}
-
-/// The lowest latency answered, over this period and the last.
-#[derive(Debug, Clone, Copy)]
-struct NoLoad {
-    /// When the period ends.
-    until: Instant,
-    current: Option<Duration>,
-    previous: Option<Duration>,
 }
 
 impl LoadTracker {
@@ -102,16 +101,12 @@ impl LoadTracker {
                 in_flight: 0,
                 abandoned: VecDeque::new(),
                 next: 1,
-                last: now,
-                overloaded_at: None,
+                due: now,
+                overloaded_until: None,
                 pressed: None,
                 window: Window::new(control.window, now),
                 limit,
-                no_load: NoLoad {
-                    until: now.checked_add(NO_LOAD_PERIOD).unwrap_or(now),
-                    current: None,
-                    previous: None,
-                },
+                no_load: NoLoad::new(now),
                 waiting: WaitingRoom::default(),
             }),
             limit: published,
@@ -123,6 +118,7 @@ impl LoadTracker {
     /// waits on it as `criticality` says, or refuses it. Under the limit, a sheddable attempt
     /// may fill half of it and a normal one all but a tenth, which critical attempts keep
     /// (O6). A new attempt is the newest: room under the limit goes to it before any waiter.
+    #[inline(always)]
     pub fn admit(
         &self,
         now: Instant,
@@ -130,52 +126,6 @@ impl LoadTracker {
         criticality: Criticality,
     ) -> Result<Admission, Saturated> {
         self.at(now).admit(now, left, criticality, 0, false)
-    }
-
-    /// Admits a request a service received at `now` (F4): as [`admit`](Self::admit) judges an
-    /// attempt, with more refusals. A request whose call has less time `left` than the
-    /// service's typical handling time is refused at once. While callers leave requests
-    /// unanswered (more than a fifth of those ended over the window), every retry is
-    /// refused; within a slot of
-    /// the service refusing a first attempt for its load, every retry is refused, and every
-    /// request less critical than that first attempt: the capacity that could not serve it
-    /// goes to first attempts, the most critical first. Under the limit, a retry may fill
-    /// half what a first attempt of its criticality may.
-    pub(crate) fn admit_request(
-        &self,
-        now: Instant,
-        left: Option<Duration>,
-        criticality: Criticality,
-        retry: bool,
-    ) -> Result<Admission, RequestRefused> {
-        let mut state = self.at(now);
-        if let Some((left, typical)) = left.zip(state.window.mean()) {
-            if left < typical {
-                return Err(RequestRefused::Handling(typical));
-            }
-        }
-        let slot = state.window.slot();
-        let pressed = state
-            .pressed
-            .filter(|&(at, _)| now.saturating_duration_since(at) < slot);
-        let gives_way =
-            pressed.is_some_and(|(_, refused)| retry || rank(criticality) > rank(refused));
-        // Callers leaving their requests unanswered are as sure a sign as a refusal that the
-        // service is over its capacity. With nothing in the handlers, nothing gives way.
-        if state.in_flight > 0 && (gives_way || (retry && state.window.callers_leaving())) {
-            state.window.refused();
-            let wait = state.queue_wait(state.held()).or(state.no_load.get());
-            return Err(RequestRefused::Shed(wait.unwrap_or(slot)));
-        }
-        let admitted = state.admit(now, left, criticality, 0, retry);
-        if admitted.is_err() && !retry {
-            let most = match pressed {
-                Some((_, refused)) if rank(refused) < rank(criticality) => refused,
-                _ => criticality,
-            };
-            state.pressed = Some((now, most));
-        }
-        admitted.map_err(RequestRefused::Saturated)
     }
 
     /// Makes a call the limit refused wait for room until `until` (O7), or `None` when too
@@ -215,31 +165,29 @@ impl LoadTracker {
         self.lock().waiting.len_at(now)
     }
 
-    /// The attempt of `ticket` was answered after `latency`, at `now`. When
-    /// [`Served`](Answer::Served), the dependency finished it, and every attempt abandoned
-    /// before it was sent; an answer without the work frees its place and says nothing of how
-    /// fast the dependency works.
+    /// The attempt of `ticket` was answered after `latency` (the time since its admission),
+    /// at `now`. When [`Served`](Answer::Served), the dependency finished it, and every
+    /// attempt abandoned before it was sent; an answer without the work frees its place and
+    /// says nothing of how fast the dependency works.
+    #[inline(always)]
     pub fn answered(&self, ticket: Ticket, latency: Duration, answer: Answer, now: Instant) {
+        let latency = nanos(latency);
         let mut state = self.at(now);
-        state.in_flight = state.in_flight.saturating_sub(1);
+        state.end(ticket, now, Some(latency));
         state.window.answered();
         match answer {
             Answer::Served => {}
             Answer::Unserved => return,
             Answer::Overloaded => {
-                state.overloaded_at = Some(now);
+                state.overloaded_until = Some(clock::after(now, state.window.span()));
                 return;
             }
         }
-        let mut finished = 1;
-        while state
-            .abandoned
-            .front()
-            .is_some_and(|a| a.ticket < ticket.seq)
-        {
-            state.abandoned.pop_front();
-            finished += 1;
-        }
+        let finished = if state.abandoned.is_empty() {
+            1
+        } else {
+            1 + state.finish_abandoned(ticket)
+        };
         state.window.completed(finished);
         state.window.latency(latency, false);
         state.no_load.sample(latency);
@@ -267,9 +215,9 @@ impl LoadTracker {
         if unpaced {
             state.window.dropped();
         }
-        state.in_flight = state.in_flight.saturating_sub(1);
+        state.end(ticket, now, None);
         if cut {
-            state.window.latency(waited, true);
+            state.window.latency(nanos(waited), true);
         }
         // Its own place counts: it finishes after the attempts ahead of it and itself. A
         // dependency that finishes nothing gives no time to count on: the attempt is held for
@@ -287,8 +235,9 @@ impl LoadTracker {
         }
         state.abandoned.push_back(Abandoned {
             ticket: ticket.seq,
-            until: now + remaining,
+            until: clock::after(now, remaining),
         });
+        state.schedule();
     }
 
     /// The attempt of `ticket` lost to another attempt of its call, answered first (a hedge),
@@ -307,23 +256,11 @@ impl LoadTracker {
         self.stop_holding(ticket, waited, true, true, now);
     }
 
-    /// The request of `ticket` ended unanswered at `now`: a service's handler, dropped when
-    /// its caller left (F4). Its place is free — the handler's work stopped with it — but it
-    /// counts as work not answered: callers leaving before their answer is how requests
-    /// accumulating in the handlers show (O5).
-    pub(crate) fn left_unanswered(&self, ticket: Ticket, now: Instant) {
-        let _ = ticket;
-        let mut state = self.at(now);
-        state.in_flight = state.in_flight.saturating_sub(1);
-        state.window.caller_left();
-    }
-
-    /// The attempt of `ticket` was admitted but never sent (something after the admission
-    /// refused it): it holds nothing.
-    pub fn withdraw(&self, ticket: Ticket) {
-        let _ = ticket;
+    /// The attempt of `ticket`, admitted at `now`, was never sent (something after the
+    /// admission refused it): it holds nothing.
+    pub fn withdraw(&self, ticket: Ticket, now: Instant) {
         let mut state = self.lock();
-        state.in_flight = state.in_flight.saturating_sub(1);
+        state.end(ticket, now, Some(0));
         state.window.dropped();
     }
 
@@ -354,12 +291,17 @@ impl LoadTracker {
     /// The limit as the latest event left it, when it differs from the one this returned last
     /// (the first time, always): what a gauge needs, recorded only when it moves (O4). Two
     /// atomic reads, no lock: every attempt's end asks.
+    #[inline]
     pub fn limit_moved(&self) -> Option<u32> {
         let limit = self.limit.load(Ordering::Relaxed);
+        if self.reported.load(Ordering::Relaxed) == limit {
+            return None;
+        }
         (self.reported.swap(limit, Ordering::Relaxed) != limit).then_some(limit)
     }
 
     /// The state, brought up to `now`, with the limit published for [`limit_moved`](Self::limit_moved).
+    #[inline]
     fn at(&self, now: Instant) -> MutexGuard<'_, State> {
         let mut state = self.lock();
         if state.roll(now) {
@@ -368,6 +310,7 @@ impl LoadTracker {
         state
     }
 
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, State> {
         // Nothing under the lock can leave the state inconsistent if it panics.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -377,6 +320,7 @@ impl LoadTracker {
 impl State {
     /// [`LoadTracker::admit`], for an attempt with `newer` waiters ahead of it, on a state
     /// brought up to `now`; a `retry` a service received fills half its criticality's share.
+    #[inline(always)]
     fn admit(
         &mut self,
         now: Instant,
@@ -392,119 +336,134 @@ impl State {
             // A dependency that finishes nothing gives no wait to judge by: a stall is bounded
             // by the limit, once work has accumulated long enough to engage it, not by O1.
             let wait = self.queue_wait(held);
-            let retry_after = wait.or(self.no_load.get()).unwrap_or_default();
             // Nobody waits for an attempt that cannot be served in time, limit or none (O1).
             if left.zip(wait).is_some_and(|(left, wait)| wait > left) {
-                return Err(Saturated {
-                    retry_after,
-                    cause: SaturatedBy::Wait,
-                    room_in: None,
-                });
+                return Err(self.refuse(wait, SaturatedBy::Wait, 0));
             }
             let ahead = held.saturating_add(u32::try_from(newer).unwrap_or(u32::MAX));
             let share = share(self.limit.value(), criticality);
             let share = if retry { (share / 2).max(1) } else { share };
             if ahead >= share {
-                self.window.refused();
-                let to_finish = f64::from(ahead - share + 1);
-                let room_in = match self.window.rate() {
-                    Some(rate) if rate > 0.0 => {
-                        Duration::from_secs_f64((to_finish / rate).min(LONGEST_HOLD.as_secs_f64()))
-                    }
-                    _ => self.no_load.get().unwrap_or(self.window.slot()),
-                };
-                return Err(Saturated {
-                    retry_after,
-                    cause: SaturatedBy::Limit,
-                    room_in: Some(room_in),
-                });
+                return Err(self.refuse(wait, SaturatedBy::Limit, ahead - share + 1));
             }
         }
         self.in_flight += 1;
-        let held = self.held();
-        self.window.occupied(held);
-        self.window.sent();
         let seq = self.next;
         self.next += 1;
-        let overloaded = self
-            .overloaded_at
-            .is_some_and(|at| now.saturating_duration_since(at) < self.window.span());
+        if self.in_flight == 1 {
+            self.window.busy_from(now, seq);
+        }
+        let held = self.held();
+        self.window.sent(held);
         Ok(Admission {
             ticket: Ticket { seq },
             wait: self.queue_wait(held),
-            overloaded,
+            overloaded: self.overloaded_until.is_some_and(|until| now < until),
             stalled: self.in_flight > 1 && self.window.stalled(),
         })
     }
 
+    /// The refusal of an attempt whose expected `wait` was that, by `cause`; refused by the
+    /// limit, room comes once `to_finish` attempts ahead of it have finished.
+    #[cold]
+    fn refuse(&mut self, wait: Option<Duration>, cause: SaturatedBy, to_finish: u32) -> Saturated {
+        let retry_after = wait.or(self.no_load.get()).unwrap_or_default();
+        let room_in = (cause == SaturatedBy::Limit).then(|| {
+            self.window.refused();
+            match self.window.rate() {
+                Some(rate) if rate > 0.0 => Duration::from_secs_f64(
+                    (f64::from(to_finish) / rate).min(LONGEST_HOLD.as_secs_f64()),
+                ),
+                _ => self.no_load.get().unwrap_or(self.window.slot()),
+            }
+        });
+        Saturated {
+            retry_after,
+            cause,
+            room_in,
+        }
+    }
+
+    /// The attempt of `ticket` is over at `now`, after `latency` nanoseconds when that is the
+    /// time since its admission: its place is free, and with nothing left awaited, the
+    /// dependency's busy time ends.
+    #[inline]
+    fn end(&mut self, ticket: Ticket, now: Instant, latency: Option<u64>) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if self.in_flight == 0 {
+            self.window.idle(now, ticket.seq, latency);
+        }
+    }
+
+    /// The attempts abandoned before `ticket` was sent: the dependency finished them first.
+    /// How many.
+    #[cold]
+    fn finish_abandoned(&mut self, ticket: Ticket) -> u32 {
+        let mut finished = 0;
+        while self
+            .abandoned
+            .front()
+            .is_some_and(|a| a.ticket < ticket.seq)
+        {
+            self.abandoned.pop_front();
+            finished += 1;
+        }
+        self.schedule();
+        finished
+    }
+
+    #[inline]
     fn held(&self) -> u32 {
         let abandoned = u32::try_from(self.abandoned.len()).unwrap_or(u32::MAX);
         self.in_flight.saturating_add(abandoned)
     }
 
     /// Brings the window, the limit and the held attempts up to `now`; whether a slot ended,
-    /// and the limit may have moved.
+    /// and the limit may have moved. Most events come before anything is due: one comparison.
+    #[inline]
     fn roll(&mut self, now: Instant) -> bool {
-        let finished = self.window.advance(now);
-        if let Some(finished) = &finished {
-            self.limit.adapt(finished, &self.window, self.no_load.get());
-        }
-        // Time with nothing held adds nothing: an idle dependency's events skip the clock's
-        // arithmetic.
-        let held = self.held();
-        if held > 0 {
-            let since = now.saturating_duration_since(self.last);
-            // The work held since the last event, at most a slot of it: a long quiet spell
-            // says nothing of a slot's load.
-            self.window.held_for(held, since.min(self.window.slot()));
-            // Only time with an attempt awaited can show a completion: time with abandoned
-            // attempts alone is not counted, or a dependency no one waits on would look
-            // stalled. Busy time since the last event counts in the window, at most a window.
-            if self.in_flight > 0 {
-                self.window.busy(since.min(self.window.span()));
-            }
-        }
-        self.last = self.last.max(now);
-        self.no_load.roll(now);
+        now >= self.due && self.roll_due(now)
+    }
+
+    #[cold]
+    fn roll_due(&mut self, now: Instant) -> bool {
         // Expired entries are mostly at the front; one behind a later one waits for it.
         while self.abandoned.front().is_some_and(|a| a.until <= now) {
             self.abandoned.pop_front();
         }
+        let finished = self.window.advance(now);
+        if let Some(finished) = &finished {
+            self.limit
+                .adapt(finished, &self.window, self.held(), self.no_load.get());
+        }
+        self.no_load.roll(now);
+        self.schedule();
         finished.is_some()
     }
 
-    /// How long the `held` attempts take to finish at the rate the dependency finished them
+    /// When the state next needs bringing up to the clock.
+    fn schedule(&mut self) {
+        let due = self.window.end().min(self.no_load.until);
+        self.due = match self.abandoned.front() {
+            Some(oldest) => due.min(oldest.until),
+            None => due,
+        };
+    }
+
+    /// How long the `held` attempts take to finish at the pace the dependency finished them
     /// while busy — over the window, or over its last slots when that is faster: a dependency
     /// finishing work again after a stall is seen within a few slots. `None` while the window
     /// cannot tell, and when the dependency finished none over it: stalled, not queueing, and
     /// what an admitted attempt waits for then is a stuck connection or a hung dependency,
     /// which the measured ceiling exists to cut.
+    #[inline]
     fn queue_wait(&self, held: u32) -> Option<Duration> {
-        let rate = match (self.window.rate()?, self.window.recent_rate()) {
-            (window, Some(recent)) => window.max(recent),
-            (window, None) => window,
-        };
-        (rate > 0.0).then(|| {
-            Duration::from_secs_f64((f64::from(held) / rate).min(LONGEST_HOLD.as_secs_f64()))
-        })
+        let each = self.window.nanos_per_completion()?;
+        let wait = u64::from(held)
+            .checked_mul(each)
+            .map_or(LONGEST_HOLD_NANOS, |wait| wait.min(LONGEST_HOLD_NANOS));
+        Some(Duration::from_nanos(wait))
     }
-}
-
-/// Why a service refused a request (F4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RequestRefused {
-    /// Its call had less time left than the service's typical handling time, this one.
-    Handling(Duration),
-    /// Its expected wait, or the limit, refused it.
-    Saturated(Saturated),
-    /// The service refused a first attempt as critical as it lately: its capacity goes to
-    /// those; the hint is the wait of the requests ahead.
-    Shed(Duration),
-}
-
-/// How little a caller waits on work of `criticality`: critical 0, sheddable 2.
-fn rank(criticality: Criticality) -> u8 {
-    criticality as u8
 }
 
 /// The attempts held that an attempt of `criticality` may find and still be admitted under
@@ -515,26 +474,6 @@ fn share(limit: u32, criticality: Criticality) -> u32 {
         Criticality::Sheddable => (limit / 2).max(1),
         Criticality::Normal => limit - limit / 10,
         Criticality::Critical => limit,
-    }
-}
-
-impl NoLoad {
-    fn get(&self) -> Option<Duration> {
-        match (self.current, self.previous) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    fn sample(&mut self, latency: Duration) {
-        self.current = Some(self.current.map_or(latency, |c| c.min(latency)));
-    }
-
-    fn roll(&mut self, now: Instant) {
-        if now >= self.until {
-            self.previous = self.current.take();
-            self.until = now.checked_add(NO_LOAD_PERIOD).unwrap_or(now);
-        }
     }
 }
 
