@@ -33,6 +33,18 @@ fn measured(control: OverloadControl, per_slot: u32, latency: Duration) -> (Load
     (tracker, now)
 }
 
+/// The tickets of `count` attempts admitted at `now`, with no deadline.
+fn admitted(tracker: &LoadTracker, count: usize, now: Instant) -> Vec<Ticket> {
+    (0..count)
+        .map(|_| {
+            tracker
+                .admit(now, None, Criticality::Normal)
+                .unwrap()
+                .ticket
+        })
+        .collect()
+}
+
 #[test]
 fn o1_an_attempt_whose_wait_outlasts_its_call_is_not_sent() {
     // 10 answers per 100 ms of busy time: 100 a second. 30 held: 300 ms to drain.
@@ -119,6 +131,71 @@ fn o1_answers_without_the_work_do_not_count_as_completions() {
             .unwrap()
             .overloaded(),
         "it said so within the window"
+    );
+}
+
+#[test]
+fn o1_attempts_unanswered_for_a_window_are_the_waits_evidence() {
+    // A queue longer than its callers' patience: one attempt still awaited, ten cut after
+    // 2.5 s, nothing answered for a window. There is no pace to read, and an attempt with less
+    // time left than the cut ones waited would be cut too: it is not sent.
+    let start = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new(), start);
+    let _awaited = tracker.admit(start, None, Criticality::Normal).unwrap();
+    let cut = admitted(&tracker, 10, start);
+    let at = start + ms(2_500);
+    for ticket in cut {
+        tracker.abandoned(ticket, ms(2_500), true, at);
+    }
+    let now = start + ms(3_100);
+    let refused = tracker
+        .admit(now, Some(ms(2_000)), Criticality::Normal)
+        .unwrap_err();
+    assert_eq!(refused.cause, SaturatedBy::Wait);
+    assert_eq!(
+        refused.retry_after,
+        ms(2_500),
+        "the least the cut attempts waited"
+    );
+    // Time enough, or no deadline: sent, and how the dependency is seen again.
+    assert!(tracker
+        .admit(now, Some(ms(3_000)), Criticality::Normal)
+        .is_ok());
+    assert!(tracker.admit(now, None, Criticality::Normal).is_ok());
+    // Dropped rather than cut (a caller that went away, a hedge that lost): no evidence.
+    let calm = LoadTracker::new(OverloadControl::new(), start);
+    let _awaited = calm.admit(start, None, Criticality::Normal).unwrap();
+    let dropped = calm.admit(start, None, Criticality::Normal).unwrap().ticket;
+    calm.abandoned(dropped, ms(2_500), false, at);
+    assert!(calm
+        .admit(now, Some(ms(2_000)), Criticality::Normal)
+        .is_ok());
+}
+
+#[test]
+fn o1_work_found_finished_by_a_late_answer_counts_while_it_was_done() {
+    // A dependency finishing 100 attempts a second, first in first out. 50 attempts are
+    // abandoned and one behind them is answered 450 ms later: the 50 were finished while it
+    // waited. Counted in the slot of its answer they would make the dependency look three
+    // times as fast, and the next attempts' wait a third of what it is.
+    let (tracker, start) = measured(OverloadControl::new(), 10, ms(99));
+    let ahead = admitted(&tracker, 50, start);
+    let late = tracker
+        .admit(start, None, Criticality::Normal)
+        .unwrap()
+        .ticket;
+    for ticket in ahead {
+        tracker.abandoned(ticket, ms(1), false, start + ms(1));
+    }
+    let answered = start + ms(450);
+    tracker.answered(late, ms(450), Answer::Served, answered);
+    let now = answered + ms(200);
+    let _awaited = tracker.admit(now, None, Criticality::Normal).unwrap();
+    let admission = tracker.admit(now, None, Criticality::Normal).unwrap();
+    let each = admission.expected_wait().unwrap().as_secs_f64() / 2.0;
+    assert!(
+        (0.006..0.02).contains(&each),
+        "{each} s an attempt, where the dependency takes 0.01"
     );
 }
 

@@ -183,12 +183,10 @@ impl LoadTracker {
                 return;
             }
         }
-        let finished = if state.abandoned.is_empty() {
-            1
-        } else {
-            1 + state.finish_abandoned(ticket)
-        };
-        state.window.completed(finished);
+        state.window.completed(1);
+        if !state.abandoned.is_empty() {
+            state.finish_abandoned(ticket, latency, now);
+        }
         state.window.latency(latency, false);
         state.no_load.sample(latency);
     }
@@ -333,9 +331,13 @@ impl State {
         // With nothing awaited, an attempt is the only way to see the dependency again: it
         // goes, whatever the attempts abandoned earlier suggest.
         if self.in_flight > 0 {
-            // A dependency that finishes nothing gives no wait to judge by: a stall is bounded
-            // by the limit, once work has accumulated long enough to engage it, not by O1.
-            let wait = self.queue_wait(held);
+            // A dependency that finishes nothing gives no pace to judge by. Attempts that went
+            // unanswered for a window while they waited are then the evidence: the wait is at
+            // least what they waited. With neither, a stall is bounded by the limit, once work
+            // has accumulated long enough to engage it.
+            let wait = self
+                .queue_wait(held)
+                .or_else(|| self.window.unanswered_wait());
             // Nobody waits for an attempt that cannot be served in time, limit or none (O1).
             if left.zip(wait).is_some_and(|(left, wait)| wait > left) {
                 return Err(self.refuse(wait, SaturatedBy::Wait, 0));
@@ -395,10 +397,10 @@ impl State {
         }
     }
 
-    /// The attempts abandoned before `ticket` was sent: the dependency finished them first.
-    /// How many.
+    /// The attempts abandoned before `ticket` was sent, answered after `latency` nanoseconds
+    /// at `now`: the dependency finished them first, while it waited.
     #[cold]
-    fn finish_abandoned(&mut self, ticket: Ticket) -> u32 {
+    fn finish_abandoned(&mut self, ticket: Ticket, latency: u64, now: Instant) {
         let mut finished = 0;
         while self
             .abandoned
@@ -408,8 +410,10 @@ impl State {
             self.abandoned.pop_front();
             finished += 1;
         }
-        self.schedule();
-        finished
+        if finished > 0 {
+            self.window.completed_over(finished, latency, now);
+            self.schedule();
+        }
     }
 
     #[inline]
