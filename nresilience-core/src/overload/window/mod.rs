@@ -279,7 +279,7 @@ impl Window {
     /// in which this process awaited nothing, and those before the window, none, as they count
     /// no busy time either — and the slot being filled the rest. Counted all in the slot of
     /// the answer that revealed them, a queue that drained over a second would look, for a
-    /// window, like a dependency ten times as fast.
+    /// window, like a dependency several times as fast.
     #[cold]
     pub(super) fn completed_over(&mut self, count: u32, over: u64, now: Instant) {
         let start = self.end.checked_sub(self.slot).unwrap_or(self.end);
