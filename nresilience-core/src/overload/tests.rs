@@ -135,44 +135,6 @@ fn o1_answers_without_the_work_do_not_count_as_completions() {
 }
 
 #[test]
-fn o1_attempts_unanswered_for_a_window_are_the_waits_evidence() {
-    // A queue longer than its callers' patience: one attempt still awaited, ten cut after
-    // 2.5 s, nothing answered for a window. There is no pace to read, and an attempt with less
-    // time left than the cut ones waited would be cut too: it is not sent.
-    let start = Instant::now();
-    let tracker = LoadTracker::new(OverloadControl::new(), start);
-    let _awaited = tracker.admit(start, None, Criticality::Normal).unwrap();
-    let cut = admitted(&tracker, 10, start);
-    let at = start + ms(2_500);
-    for ticket in cut {
-        tracker.abandoned(ticket, ms(2_500), true, at);
-    }
-    let now = start + ms(3_100);
-    let refused = tracker
-        .admit(now, Some(ms(2_000)), Criticality::Normal)
-        .unwrap_err();
-    assert_eq!(refused.cause, SaturatedBy::Wait);
-    assert_eq!(
-        refused.retry_after,
-        ms(2_500),
-        "the least the cut attempts waited"
-    );
-    // Time enough, or no deadline: sent, and how the dependency is seen again.
-    assert!(tracker
-        .admit(now, Some(ms(3_000)), Criticality::Normal)
-        .is_ok());
-    assert!(tracker.admit(now, None, Criticality::Normal).is_ok());
-    // Dropped rather than cut (a caller that went away, a hedge that lost): no evidence.
-    let calm = LoadTracker::new(OverloadControl::new(), start);
-    let _awaited = calm.admit(start, None, Criticality::Normal).unwrap();
-    let dropped = calm.admit(start, None, Criticality::Normal).unwrap().ticket;
-    calm.abandoned(dropped, ms(2_500), false, at);
-    assert!(calm
-        .admit(now, Some(ms(2_000)), Criticality::Normal)
-        .is_ok());
-}
-
-#[test]
 fn o1_work_found_finished_by_a_late_answer_counts_while_it_was_done() {
     // A dependency finishing 100 attempts a second, first in first out. 50 attempts are
     // abandoned and one behind them is answered 450 ms later: the 50 were finished while it

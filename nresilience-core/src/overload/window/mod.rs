@@ -30,8 +30,6 @@ pub(super) struct Slot {
     pub(super) samples: u32,
     /// Attempts cut before an answer: their latency is at least what they waited.
     pub(super) cuts: u32,
-    /// The least any attempt cut in this slot had waited, in nanoseconds (`u64::MAX`: none).
-    least_cut: u64,
     /// The most attempts held at once.
     pub(super) peak: u32,
     /// How long the dependency had at least one attempt awaited: the time its completions
@@ -49,7 +47,6 @@ impl Slot {
         Self {
             index,
             busy_nanos,
-            least_cut: u64::MAX,
             ..Self::default()
         }
     }
@@ -70,6 +67,14 @@ struct Pace {
 }
 
 impl Pace {
+    fn plus(self, other: Self) -> Self {
+        Self {
+            completions: self.completions + other.completions,
+            answers: self.answers + other.answers,
+            busy_nanos: self.busy_nanos.saturating_add(other.busy_nanos),
+        }
+    }
+
     fn and(self, slot: &Slot) -> Self {
         Self {
             completions: self.completions + u64::from(slot.completions),
@@ -267,10 +272,7 @@ impl Window {
         let slot = self.current_mut();
         slot.latency_nanos = slot.latency_nanos.saturating_add(latency);
         slot.samples += 1;
-        if cut {
-            slot.cuts = slot.cuts.saturating_add(1);
-            slot.least_cut = slot.least_cut.min(latency);
-        }
+        slot.cuts = slot.cuts.saturating_add(u32::from(cut));
     }
 
     /// `count` attempts finished at the latest at `now`, known only now because an attempt
@@ -319,24 +321,6 @@ impl Window {
         }
     }
 
-    /// The least wait an attempt now meets, once the last window answered nothing while it
-    /// held work for a slot and more and attempts in it were cut after waiting: an attempt like
-    /// theirs waits at least as long as the least of them did. `None` when anything was
-    /// answered, or nothing cut.
-    pub(super) fn unanswered_wait(&self) -> Option<Duration> {
-        let (answers, busy, least) =
-            self.live()
-                .fold((0u64, 0u64, u64::MAX), |(answers, busy, least), slot| {
-                    (
-                        answers + u64::from(slot.answers),
-                        busy.saturating_add(slot.busy_nanos),
-                        least.min(slot.least_cut),
-                    )
-                });
-        (answers == 0 && busy >= self.slot_nanos && least != u64::MAX)
-            .then(|| Duration::from_nanos(least))
-    }
-
     /// A service's request ended unanswered: its caller left (F4).
     pub(super) fn caller_left(&mut self) {
         let slot = self.current_mut();
@@ -381,6 +365,44 @@ impl Window {
         let window = self.finished.nanos_per_completion(self.slot_nanos)?;
         let recent = self.recent.nanos_per_completion(self.slot_nanos);
         Some(recent.map_or(window, |recent| recent.min(window)))
+    }
+
+    /// [`nanos_per_completion`](Self::nanos_per_completion), the slot being filled counted
+    /// too, its busy time through `now`: what an admission that may be refused reads, so that
+    /// a dependency turning slower or faster is seen within the slot it does so. It costs the
+    /// clock's arithmetic, which only an attempt with others awaited pays.
+    pub(super) fn nanos_per_completion_at(&self, now: Instant) -> Option<u64> {
+        let filling = self.filling_at(now);
+        let window = self
+            .finished
+            .plus(filling)
+            .nanos_per_completion(self.slot_nanos)?;
+        let recent = self
+            .recent
+            .plus(filling)
+            .nanos_per_completion(self.slot_nanos);
+        Some(recent.map_or(window, |recent| recent.min(window)))
+    }
+
+    /// The slot being filled as a pace, with the busy time under way through `now`.
+    fn filling_at(&self, now: Instant) -> Pace {
+        let open = self.busy.as_ref().map_or(0, |busy| {
+            nanos(now.saturating_duration_since(busy.since)).min(self.slot_nanos)
+        });
+        Pace {
+            completions: u64::from(self.filling.completions),
+            answers: u64::from(self.filling.answers),
+            busy_nanos: self.filling.busy_nanos.saturating_add(open),
+        }
+    }
+
+    /// Completions per second of busy time over the last window and the slot being filled
+    /// through `now`, `0` when the dependency finished none in them, `None` while they were
+    /// busy for less than a slot.
+    pub(super) fn rate_at(&self, now: Instant) -> Option<f64> {
+        let pace = self.finished.plus(self.filling_at(now));
+        (pace.busy_nanos >= self.slot_nanos)
+            .then(|| pace.completions as f64 / Duration::from_nanos(pace.busy_nanos).as_secs_f64())
     }
 
     /// Completions per second of busy time over the last window's finished slots, as
