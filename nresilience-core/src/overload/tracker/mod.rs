@@ -223,7 +223,7 @@ impl LoadTracker {
         // the tracker full of work the dependency has long finished.
         let held = state.held() + 1;
         let remaining = state
-            .queue_wait_at(held, now)
+            .queue_wait(held)
             .or(state.window.mean())
             .unwrap_or_default()
             .min(LONGEST_HOLD);
@@ -333,16 +333,16 @@ impl State {
         if self.in_flight > 0 {
             // A dependency that finishes nothing gives no wait to judge by: a stall is bounded
             // by the limit, once work has accumulated long enough to engage it, not by O1.
-            let wait = self.queue_wait_at(held, now);
+            let wait = self.queue_wait(held);
             // Nobody waits for an attempt that cannot be served in time, limit or none (O1).
             if left.zip(wait).is_some_and(|(left, wait)| wait > left) {
-                return Err(self.refuse(wait, SaturatedBy::Wait, 0, now));
+                return Err(self.refuse(wait, SaturatedBy::Wait, 0));
             }
             let ahead = held.saturating_add(u32::try_from(newer).unwrap_or(u32::MAX));
             let share = share(self.limit.value(), criticality);
             let share = if retry { (share / 2).max(1) } else { share };
             if ahead >= share {
-                return Err(self.refuse(wait, SaturatedBy::Limit, ahead - share + 1, now));
+                return Err(self.refuse(wait, SaturatedBy::Limit, ahead - share + 1));
             }
         }
         self.in_flight += 1;
@@ -361,20 +361,14 @@ impl State {
         })
     }
 
-    /// The refusal at `now` of an attempt whose expected `wait` was that, by `cause`; refused
-    /// by the limit, room comes once `to_finish` attempts ahead of it have finished.
+    /// The refusal of an attempt whose expected `wait` was that, by `cause`; refused by the
+    /// limit, room comes once `to_finish` attempts ahead of it have finished.
     #[cold]
-    fn refuse(
-        &mut self,
-        wait: Option<Duration>,
-        cause: SaturatedBy,
-        to_finish: u32,
-        now: Instant,
-    ) -> Saturated {
+    fn refuse(&mut self, wait: Option<Duration>, cause: SaturatedBy, to_finish: u32) -> Saturated {
         let retry_after = wait.or(self.no_load.get()).unwrap_or_default();
         let room_in = (cause == SaturatedBy::Limit).then(|| {
             self.window.refused();
-            match self.window.rate_at(now) {
+            match self.window.rate() {
                 Some(rate) if rate > 0.0 => Duration::from_secs_f64(
                     (f64::from(to_finish) / rate).min(LONGEST_HOLD.as_secs_f64()),
                 ),
@@ -464,22 +458,12 @@ impl State {
     /// which the measured ceiling exists to cut.
     #[inline]
     fn queue_wait(&self, held: u32) -> Option<Duration> {
-        Some(wait_of(held, self.window.nanos_per_completion()?))
+        let each = self.window.nanos_per_completion()?;
+        let wait = u64::from(held)
+            .checked_mul(each)
+            .map_or(LONGEST_HOLD_NANOS, |wait| wait.min(LONGEST_HOLD_NANOS));
+        Some(Duration::from_nanos(wait))
     }
-
-    /// [`queue_wait`](Self::queue_wait), the slot being filled read too, through `now`.
-    fn queue_wait_at(&self, held: u32, now: Instant) -> Option<Duration> {
-        Some(wait_of(held, self.window.nanos_per_completion_at(now)?))
-    }
-}
-
-/// How long `held` attempts take when each takes `each` nanoseconds of busy time, at most the
-/// longest hold.
-fn wait_of(held: u32, each: u64) -> Duration {
-    let wait = u64::from(held)
-        .checked_mul(each)
-        .map_or(LONGEST_HOLD_NANOS, |wait| wait.min(LONGEST_HOLD_NANOS));
-    Duration::from_nanos(wait)
 }
 
 /// The attempts held that an attempt of `criticality` may find and still be admitted under

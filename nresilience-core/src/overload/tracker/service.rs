@@ -39,9 +39,7 @@ impl LoadTracker {
         // service is over its capacity. With nothing in the handlers, nothing gives way.
         if state.in_flight > 0 && (gives_way || (retry && state.window.callers_leaving())) {
             state.window.refused();
-            let wait = state
-                .queue_wait_at(state.held(), now)
-                .or(state.no_load.get());
+            let wait = state.queue_wait(state.held()).or(state.no_load.get());
             return Err(RequestRefused::Shed(wait.unwrap_or(slot)));
         }
         let admitted = state.admit(now, left, criticality, 0, retry);

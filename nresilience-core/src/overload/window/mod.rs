@@ -67,14 +67,6 @@ struct Pace {
 }
 
 impl Pace {
-    fn plus(self, other: Self) -> Self {
-        Self {
-            completions: self.completions + other.completions,
-            answers: self.answers + other.answers,
-            busy_nanos: self.busy_nanos.saturating_add(other.busy_nanos),
-        }
-    }
-
     fn and(self, slot: &Slot) -> Self {
         Self {
             completions: self.completions + u64::from(slot.completions),
@@ -365,44 +357,6 @@ impl Window {
         let window = self.finished.nanos_per_completion(self.slot_nanos)?;
         let recent = self.recent.nanos_per_completion(self.slot_nanos);
         Some(recent.map_or(window, |recent| recent.min(window)))
-    }
-
-    /// [`nanos_per_completion`](Self::nanos_per_completion), the slot being filled counted
-    /// too, its busy time through `now`: what an admission that may be refused reads, so that
-    /// a dependency turning slower or faster is seen within the slot it does so. It costs the
-    /// clock's arithmetic, which only an attempt with others awaited pays.
-    pub(super) fn nanos_per_completion_at(&self, now: Instant) -> Option<u64> {
-        let filling = self.filling_at(now);
-        let window = self
-            .finished
-            .plus(filling)
-            .nanos_per_completion(self.slot_nanos)?;
-        let recent = self
-            .recent
-            .plus(filling)
-            .nanos_per_completion(self.slot_nanos);
-        Some(recent.map_or(window, |recent| recent.min(window)))
-    }
-
-    /// The slot being filled as a pace, with the busy time under way through `now`.
-    fn filling_at(&self, now: Instant) -> Pace {
-        let open = self.busy.as_ref().map_or(0, |busy| {
-            nanos(now.saturating_duration_since(busy.since)).min(self.slot_nanos)
-        });
-        Pace {
-            completions: u64::from(self.filling.completions),
-            answers: u64::from(self.filling.answers),
-            busy_nanos: self.filling.busy_nanos.saturating_add(open),
-        }
-    }
-
-    /// Completions per second of busy time over the last window and the slot being filled
-    /// through `now`, `0` when the dependency finished none in them, `None` while they were
-    /// busy for less than a slot.
-    pub(super) fn rate_at(&self, now: Instant) -> Option<f64> {
-        let pace = self.finished.plus(self.filling_at(now));
-        (pace.busy_nanos >= self.slot_nanos)
-            .then(|| pace.completions as f64 / Duration::from_nanos(pace.busy_nanos).as_secs_f64())
     }
 
     /// Completions per second of busy time over the last window's finished slots, as
