@@ -39,7 +39,9 @@ const CALM_SLOTS: u32 = SLOTS;
 /// How often a binding limit is raised to see whether the dependency keeps pace with more.
 const PROBE_SLOTS: u32 = 2 * SLOTS;
 
-/// How much a probe raises the limit.
+/// How much a probe raises the limit, a [`SLOTS`]th of it each slot of its first window: raised
+/// at once, the room would go at once to the calls waiting for it (O7), a burst of attempts
+/// at a dependency that has just shown it finishes no more than it is given.
 const PROBE_GAIN: f64 = 1.25;
 
 /// How much more the dependency must finish under a raised limit for the raise to stay.
@@ -76,8 +78,9 @@ struct Accumulation {
 /// A raise of the limit under test.
 #[derive(Debug, Clone, Copy)]
 struct Probe {
-    /// The limit before it.
+    /// The limit before it, and the limit it raises to.
     base: f64,
+    raised: f64,
     /// The completions a second before it.
     rate: f64,
     /// The slots it has run, and the slots it runs: the latency of an attempt and a window,
@@ -179,10 +182,10 @@ impl Limit {
     /// The accumulation limit (O5): the maximum until work has accumulated for two windows,
     /// then the work held at that moment, so that it stops growing, and lower by a tenth each
     /// slot in which work still accumulates under it (attempts admitted and given up on before
-    /// an answer). Bound and keeping pace, it is raised now and then, and the raise stays only
-    /// if the dependency then finishes more: a dependency that is slower but keeps pace with
-    /// what it is sent finishes more with more in flight, a queue does not. Unneeded for a
-    /// window, it lets go.
+    /// an answer). Bound and keeping pace, it is raised now and then, over a window, and the
+    /// raise stays only if the dependency then finishes more: a dependency that is slower but
+    /// keeps pace with what it is sent finishes more with more in flight, a queue does not.
+    /// Unneeded for a window, it lets go.
     fn accumulate(&mut self, slot: &Slot, window: &Window, held: u32) {
         let accumulation = window.accumulation();
         let state = &mut self.accumulation;
@@ -209,7 +212,9 @@ impl Limit {
         if let Some(mut probe) = state.probe {
             probe.slots += 1;
             state.probe = Some(probe);
-            if probe.slots >= probe.lasts {
+            if probe.slots < SLOTS {
+                self.value = probe.step(probe.slots);
+            } else if probe.slots >= probe.lasts {
                 if window.completion_rate() < probe.rate * PROBE_KEPT {
                     self.value = probe.base;
                 }
@@ -229,13 +234,24 @@ impl Limit {
         if state.binding >= PROBE_SLOTS {
             let latency = window.mean().unwrap_or_default();
             let slots = (latency.as_secs_f64() / window.slot().as_secs_f64()).ceil();
-            state.probe = Some(Probe {
+            let probe = Probe {
                 base: self.value,
+                raised: (self.value * PROBE_GAIN).clamp(self.floor, self.max),
                 rate: window.completion_rate(),
                 slots: 0,
                 lasts: SLOTS + slots.min(f64::from(u32::MAX - SLOTS)) as u32,
-            });
-            self.value = (self.value * PROBE_GAIN).clamp(self.floor, self.max);
+            };
+            state.probe = Some(probe);
+            self.value = probe.step(0);
         }
+    }
+}
+
+impl Probe {
+    /// The limit in the slot numbered `slot` of the probe, from `0`: a [`SLOTS`]th of the raise
+    /// more each slot, all of it from the window's last slot.
+    fn step(&self, slot: u32) -> f64 {
+        let done = f64::from(slot.min(SLOTS - 1) + 1) / f64::from(SLOTS);
+        self.base + (self.raised - self.base) * done
     }
 }

@@ -235,6 +235,57 @@ fn e5_o1_o5_a_stall_is_no_queue_and_is_bounded_by_the_limit_once_work_accumulate
 }
 
 #[test]
+fn o5_o7_a_probe_raises_a_binding_limit_a_tenth_of_the_raise_each_slot() {
+    // Bound from the start at 100, a queue: the dependency finishes the oldest 20 attempts
+    // each slot (100 ms), however many it holds, and the callers send until the limit
+    // refuses. Keeping pace and bound for two windows, the limit is raised by a quarter to
+    // see whether the dependency finishes more.
+    let start = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new().initial(100), start);
+    let mut now = start;
+    let mut held = std::collections::VecDeque::new();
+    let mut limits = Vec::new();
+    for _ in 0..60 {
+        let answered = held.len().min(20);
+        for ticket in held.drain(..answered) {
+            tracker.answered(ticket, ms(500), Answer::Served, now);
+        }
+        while let Ok(admission) = tracker.admit(now, None, Criticality::Normal) {
+            held.push_back(admission.ticket);
+        }
+        limits.push(tracker.limit(now));
+        now += ms(100);
+    }
+    // Bound at the work held, lowered while work accumulated as the queue filled, then
+    // keeping pace.
+    let base = limits[10];
+    assert!(
+        base < 100 && limits[10..20].iter().all(|&l| l == base),
+        "{limits:?}"
+    );
+    let raised = 10
+        + limits[10..]
+            .iter()
+            .position(|&limit| limit > base)
+            .unwrap_or_else(|| panic!("a binding limit that keeps pace is probed: {limits:?}"));
+    // The room comes a tenth of the raise a slot: all of it at once would go at once to the
+    // calls waiting for it (O7), a burst at a dependency finishing no more than it is given.
+    let ramp = &limits[raised - 1..raised + 10];
+    let top = ramp[10];
+    assert!(
+        top >= base + base / 4 - 1,
+        "raised by a quarter: {limits:?}"
+    );
+    assert!(
+        ramp.windows(2)
+            .all(|step| step[1] >= step[0] && step[1] - step[0] <= (top - base) / 10 + 1),
+        "a tenth of the raise a slot: {ramp:?}"
+    );
+    // The queue finishes no more with more in flight: the raise does not stay.
+    assert_eq!(limits.last(), Some(&base), "{limits:?}");
+}
+
+#[test]
 fn o2_invalid_settings_are_refused_with_the_reason() {
     let cases = [
         (OverloadControl::new().floor(0), "floor must be at least 1"),
