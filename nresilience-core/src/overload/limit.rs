@@ -78,8 +78,9 @@ struct Accumulation {
 /// A raise of the limit under test.
 #[derive(Debug, Clone, Copy)]
 struct Probe {
-    /// The limit before it, and the limit it raises to.
+    /// The limit before it.
     base: f64,
+    /// The limit it raises to, a step each slot of its first window.
     raised: f64,
     /// The completions a second before it.
     rate: f64,
