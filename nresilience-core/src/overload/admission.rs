@@ -72,7 +72,7 @@ pub struct Saturated {
     /// What refused it.
     pub cause: SaturatedBy,
     /// Refused by the limit: how soon room is expected for it, the attempts ahead of it
-    /// finishing at the rate the dependency finishes them.
+    /// finishing at the pace its expected wait counts on (O1, O7).
     pub room_in: Option<Duration>,
 }
 

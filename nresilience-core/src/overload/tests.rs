@@ -286,6 +286,36 @@ fn o5_o7_a_probe_raises_a_binding_limit_a_tenth_of_the_raise_each_slot() {
 }
 
 #[test]
+fn o7_room_comes_at_the_pace_a_dependency_finishes_work_again_after_a_stall() {
+    // Bound at 10, of which a normal call may fill 9 (a tenth is kept for critical calls,
+    // O6): nine attempts held through a stall of seven slots; then the dependency finishes
+    // nine a slot (90 a second) for three slots, and is sent nine more each time.
+    let start = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new().floor(10).initial(10), start);
+    let mut held = admitted(&tracker, 9, start);
+    let mut now = start + ms(790);
+    for _ in 0..3 {
+        for ticket in held.drain(..) {
+            tracker.answered(ticket, ms(90), Answer::Served, now);
+        }
+        held = admitted(&tracker, 9, now);
+        now += ms(100);
+    }
+    // One must finish before the next has room. At the window's pace, 27 in a second, that
+    // is 37 ms; at the pace of the last slots, the one the expected wait counts on, 11 ms. A
+    // call told 37 ms sleeps through the room, or gives up on it when its deadline is nearer.
+    let refused = tracker
+        .admit(now - ms(90), None, Criticality::Normal)
+        .unwrap_err();
+    assert_eq!(refused.cause, SaturatedBy::Limit);
+    let room_in = refused.room_in.expect("refused by the limit");
+    assert!(
+        (ms(9)..=ms(14)).contains(&room_in),
+        "room in {room_in:?}, where the dependency finishes one attempt in 11 ms"
+    );
+}
+
+#[test]
 fn o2_invalid_settings_are_refused_with_the_reason() {
     let cases = [
         (OverloadControl::new().floor(0), "floor must be at least 1"),

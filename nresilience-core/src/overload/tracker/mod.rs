@@ -366,14 +366,15 @@ impl State {
     #[cold]
     fn refuse(&mut self, wait: Option<Duration>, cause: SaturatedBy, to_finish: u32) -> Saturated {
         let retry_after = wait.or(self.no_load.get()).unwrap_or_default();
+        // At the pace the expected wait counts on: a dependency finishing work again after
+        // a stall makes room at its pace of the last slots, not at the window's, which the
+        // stall still weighs down; told the window's, a waiting call would sleep past the
+        // room, or give up on it (O7).
         let room_in = (cause == SaturatedBy::Limit).then(|| {
             self.window.refused();
-            match self.window.rate() {
-                Some(rate) if rate > 0.0 => Duration::from_secs_f64(
-                    (f64::from(to_finish) / rate).min(LONGEST_HOLD.as_secs_f64()),
-                ),
-                _ => self.no_load.get().unwrap_or(self.window.slot()),
-            }
+            self.queue_wait(to_finish)
+                .or(self.no_load.get())
+                .unwrap_or(self.window.slot())
         });
         Saturated {
             retry_after,
