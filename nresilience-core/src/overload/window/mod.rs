@@ -359,16 +359,6 @@ impl Window {
         Some(recent.map_or(window, |recent| recent.min(window)))
     }
 
-    /// Completions per second of busy time over the last window's finished slots, as
-    /// [`nanos_per_completion`](Self::nanos_per_completion) counts them but over the whole
-    /// window only, `0` when it finished none in slots busy for a slot, `None` while it
-    /// cannot tell.
-    pub(super) fn rate(&self) -> Option<f64> {
-        let pace = self.finished;
-        (pace.busy_nanos >= self.slot_nanos)
-            .then(|| pace.completions as f64 / Duration::from_nanos(pace.busy_nanos).as_secs_f64())
-    }
-
     /// How far what was sent outran what the dependency answered, over the window, leaving
     /// out what was superseded, never sent or cut by a ceiling: about 1 when what is sent leaves as fast
     /// as it comes, however slowly each attempt is served; above it while work accumulates, as
@@ -404,10 +394,16 @@ impl Window {
         self.finished.busy_nanos >= self.slot_nanos && pace.answers == 0 && pace.completions == 0
     }
 
-    /// The completions per second of busy time over the window, or none counted yet: see
-    /// [`rate`](Self::rate).
+    /// Completions per second of busy time over the last window's finished slots, as
+    /// [`nanos_per_completion`](Self::nanos_per_completion) counts them but over the whole
+    /// window only; `0` when it finished none, or while it has seen less than a slot of busy
+    /// time, too little to say.
     pub(super) fn completion_rate(&self) -> f64 {
-        self.rate().unwrap_or(0.0)
+        let pace = self.finished;
+        if pace.busy_nanos < self.slot_nanos {
+            return 0.0;
+        }
+        pace.completions as f64 / Duration::from_nanos(pace.busy_nanos).as_secs_f64()
     }
 
     /// How long one slot lasts.
