@@ -182,6 +182,47 @@ async fn e5_o1_under_a_measured_queue_the_ceiling_does_not_cut_what_the_dependen
 }
 
 #[tokio::test(start_paused = true)]
+async fn e5_c1_an_overload_signal_does_not_stop_the_ceiling_cutting_an_attempt_slowed_alone() {
+    let ms = Duration::from_millis;
+    let policy = RetryPolicy::builder()
+        .max_attempts(1)
+        .budget(RetryBudget::None)
+        .deadline(None)
+        .attempt_timeout(Some(Duration::from_secs(10)))
+        .build()
+        .unwrap();
+    assert!(policy.overload_control().is_some(), "the defaults (O3)");
+    for _ in 0..20 {
+        let answer = policy.execute(|_| async {
+            tokio::time::sleep(ms(10)).await;
+            Ok::<(), ()>(())
+        });
+        answer.await.unwrap();
+    }
+    // A hop whose budget refused a retry below answers at once with the signal (C1): it tells
+    // its caller not to retry that answer, not that the next attempt will wait behind a queue.
+    let signalled = |result: &Result<(), &str>| match result {
+        Ok(()) => Verdict::Success,
+        Err(_) => Verdict::OVERLOADED,
+    };
+    let answer = policy
+        .execute_with(&signalled, |_| async { Err("503") })
+        .await;
+    assert_eq!(answer.unwrap_err().reason(), StopReason::Overloaded);
+
+    let now = clock::now();
+    let mut next = Call::<()>::start(&policy, now, CallOptions::new());
+    let Step::Run(attempt) = next.next::<()>(now) else {
+        panic!("sent")
+    };
+    assert_eq!(
+        attempt.timeout(),
+        Some(ms(50)),
+        "nothing held ahead of it: the measured ceiling still bounds it"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn o7_a_dependency_refusing_connections_is_tried_again_across_the_time_left() {
     let ms = Duration::from_millis;
     let policy = RetryPolicy::builder()

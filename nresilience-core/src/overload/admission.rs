@@ -18,7 +18,6 @@ pub struct Admission {
     /// Its place: hand it back when the attempt ends.
     pub ticket: Ticket,
     pub(super) wait: Option<Duration>,
-    pub(super) overloaded: bool,
     pub(super) stalled: bool,
 }
 
@@ -32,24 +31,18 @@ impl Admission {
         self.wait
     }
 
-    /// Whether the dependency had answered with an overload signal or a throttle within the
-    /// last window when the attempt was admitted.
-    #[cfg(any(test, feature = "test-support"))]
-    #[must_use]
-    pub fn overloaded(&self) -> bool {
-        self.overloaded
-    }
-
     /// Whether the dependency's load, not the attempt, would be what makes it slower than
-    /// `ceiling`: it was signalling overload, the attempts ahead take longer than that to
-    /// finish, or it finishes nothing for anyone — attempts beside this one awaited, and
-    /// nothing answered over the window. A measured attempt ceiling then cuts work the
-    /// dependency will do anyway, or a retry that meets the same stall, and the retry queues
-    /// behind it: the measured ceiling (E5) must not cut what the expected wait (O1) says is
-    /// queueing. One attempt stuck alone is still cut.
+    /// `ceiling`: the attempts ahead take longer than that to finish, or it finishes nothing
+    /// for anyone — attempts beside this one awaited, and nothing answered over the window. A
+    /// measured attempt ceiling then cuts work the dependency will do anyway, or a retry that
+    /// meets the same stall, and the retry queues behind it: the measured ceiling (E5) must not
+    /// cut what the expected wait (O1) says is queueing. One attempt stuck alone is still cut,
+    /// and so is one slowed by work the dependency does for it alone (its own retries below),
+    /// even after the dependency answered with the overload signal: a signal that says not to
+    /// retry a refusal is not a measure of how long served attempts take.
     #[must_use]
     pub fn outlasts(&self, ceiling: Duration) -> bool {
-        self.overloaded || self.stalled || self.wait.is_some_and(|wait| wait > ceiling)
+        self.stalled || self.wait.is_some_and(|wait| wait > ceiling)
     }
 }
 
@@ -58,10 +51,9 @@ impl Admission {
 pub enum Answer {
     /// It did the work: a success, or an answer no retry changes.
     Served,
-    /// It answered without the work, or with an error: nothing about how fast it works.
+    /// It answered without the work: an error, the overload signal, a throttle. Nothing about
+    /// how fast it works.
     Unserved,
-    /// It said it is overloaded or asked for less (a throttle, the overload signal).
-    Overloaded,
 }
 
 /// Why an attempt was not sent, and when the dependency should have room again.

@@ -414,11 +414,6 @@ impl<E> Call<E> {
         if let Some(load) = &self.load {
             let answer = match verdict {
                 Verdict::Success | Verdict::Permanent | Verdict::RetriedBelow => Answer::Served,
-                Verdict::Overloaded { .. }
-                | Verdict::Throttled {
-                    self_imposed: false,
-                    ..
-                } => Answer::Overloaded,
                 _ => Answer::Unserved,
             };
             load.answered(attempt.ticket, duration, answer, now);

@@ -61,9 +61,6 @@ struct State {
     /// When the state next needs bringing up to the clock: the window's slot ends, the
     /// no-load period ends, or the oldest abandoned attempt's hold runs out.
     due: Instant,
-    /// Until when the dependency's latest overload signal or throttle counts: a window after
-    /// it.
-    overloaded_until: Option<Instant>,
     /// A service's latest refusal of a first attempt for its load, and the most critical
     /// such refusal within a slot of it (F4).
     pressed: Option<(Instant, Criticality)>,
@@ -102,7 +99,6 @@ impl LoadTracker {
                 abandoned: VecDeque::new(),
                 next: 1,
                 due: now,
-                overloaded_until: None,
                 pressed: None,
                 window: Window::new(control.window, now),
                 limit,
@@ -175,13 +171,8 @@ impl LoadTracker {
         let mut state = self.at(now);
         state.end(ticket, now, Some(latency));
         state.window.answered();
-        match answer {
-            Answer::Served => {}
-            Answer::Unserved => return,
-            Answer::Overloaded => {
-                state.overloaded_until = Some(clock::after(now, state.window.span()));
-                return;
-            }
+        if answer == Answer::Unserved {
+            return;
         }
         state.window.completed(1);
         if !state.abandoned.is_empty() {
@@ -356,7 +347,6 @@ impl State {
         Ok(Admission {
             ticket: Ticket { seq },
             wait: self.queue_wait(held),
-            overloaded: self.overloaded_until.is_some_and(|until| now < until),
             stalled: self.in_flight > 1 && self.window.stalled(),
         })
     }

@@ -411,11 +411,6 @@ impl Window {
         self.slot
     }
 
-    /// How long the window covers when full.
-    pub(super) fn span(&self) -> Duration {
-        self.slot * SLOTS
-    }
-
     /// The mean latency over the window, cut attempts counted at what they waited.
     pub(super) fn mean(&self) -> Option<Duration> {
         let (nanos, samples) = self.live().fold((0u128, 0u64), |(n, s), slot| {
