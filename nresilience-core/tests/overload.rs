@@ -52,6 +52,18 @@ fn busy(policy: &RetryPolicy, key: Option<&str>, start: Instant) -> Instant {
     now
 }
 
+/// Twenty successes of 10 ms through `policy`, in paused time: its measured ceiling is then
+/// its 50 ms floor (E5).
+async fn healthy_at_10_ms(policy: &RetryPolicy) {
+    for _ in 0..20 {
+        let answer = policy.execute(|_| async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            Ok::<(), ()>(())
+        });
+        answer.await.unwrap();
+    }
+}
+
 #[test]
 fn o1_b8_a_call_its_dependency_cannot_serve_in_time_ends_at_once_spending_nothing() {
     let capture = Capture::install();
@@ -152,14 +164,7 @@ async fn e5_o1_under_a_measured_queue_the_ceiling_does_not_cut_what_the_dependen
         .overload_control(Some(OverloadControl::new().floor(100).initial(100)))
         .build()
         .unwrap();
-    // Twenty successes of 10 ms: the measured ceiling is its 50 ms floor.
-    for _ in 0..20 {
-        let answer = policy.execute(|_| async {
-            tokio::time::sleep(ms(10)).await;
-            Ok::<(), ()>(())
-        });
-        answer.await.unwrap();
-    }
+    healthy_at_10_ms(&policy).await;
     let now = clock::now();
     let mut healthy = Call::<()>::start(&policy, now, CallOptions::new());
     let Step::Run(attempt) = healthy.next::<()>(now) else {
@@ -192,13 +197,7 @@ async fn e5_c1_an_overload_signal_does_not_stop_the_ceiling_cutting_an_attempt_s
         .build()
         .unwrap();
     assert!(policy.overload_control().is_some(), "the defaults (O3)");
-    for _ in 0..20 {
-        let answer = policy.execute(|_| async {
-            tokio::time::sleep(ms(10)).await;
-            Ok::<(), ()>(())
-        });
-        answer.await.unwrap();
-    }
+    healthy_at_10_ms(&policy).await;
     // A hop whose budget refused a retry below answers at once with the signal (C1): it tells
     // its caller not to retry that answer, not that the next attempt will wait behind a queue.
     let signalled = |result: &Result<(), &str>| match result {

@@ -205,9 +205,10 @@ impl<E> Call<E> {
     ) -> Attempt {
         tracing::event!(parent: &self.span, Level::DEBUG, attempt = i64::from(self.attempts), hedge, "nresilience.attempt");
         self.estimate = self.policy.estimate(now);
-        // Under a load the dependency signals or this process measures, the ceiling would
-        // cut attempts it will serve anyway, and the retries would queue behind them: the
-        // measured ceiling (E5) defers to the expected wait (O1).
+        // Under a load this process measures (work queued ahead, or nothing finished for
+        // anyone), the ceiling would cut attempts the dependency will serve anyway, and the
+        // retries would queue behind them: the measured ceiling (E5) defers to the expected
+        // wait (O1).
         let ceiling = (self.estimate.ceiling())
             .filter(|&ceiling| !admission.is_some_and(|a| a.outlasts(ceiling)));
         let ticket = admission.map(|a| a.ticket).unwrap_or_default();
