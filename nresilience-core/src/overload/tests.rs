@@ -225,6 +225,51 @@ fn e5_o1_o5_a_stall_is_no_queue_and_is_bounded_by_the_limit_once_work_accumulate
     assert_eq!(refused.cause, SaturatedBy::Limit);
 }
 
+/// The limit each 100 ms slot of four seconds ends with, for a queue 600 deep whose callers
+/// send no more than leaves it: each slot the dependency answers the oldest 10 attempts, the
+/// next 5 are `given_up` on at their deadline (or answered, without it), and 5 new ones are
+/// sent. What is held drains, so what is sent never outruns what is answered.
+fn draining_queue(given_up: bool) -> Vec<u32> {
+    let start = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new(), start);
+    let mut held: std::collections::VecDeque<_> = admitted(&tracker, 600, start).into();
+    let mut now = start;
+    let mut limits = Vec::new();
+    for _ in 0..40 {
+        for ticket in held.drain(..10) {
+            tracker.answered(ticket, ms(2_000), Answer::Served, now);
+        }
+        for ticket in held.drain(..5) {
+            if given_up {
+                tracker.abandoned(ticket, ms(2_000), true, now);
+            } else {
+                tracker.answered(ticket, ms(2_000), Answer::Served, now);
+            }
+        }
+        let sent = (0..5).filter_map(|_| tracker.admit(now, None, Criticality::Normal).ok());
+        held.extend(sent.map(|admission| admission.ticket));
+        now += ms(100);
+        limits.push(tracker.limit(now));
+    }
+    limits
+}
+
+#[test]
+fn o5_a_queue_its_callers_give_up_on_binds_the_limit_though_nothing_more_is_sent_than_leaves() {
+    // A third of what leaves the queue leaves unanswered, given up on by its callers: work
+    // accumulates, though what is held drains. The limit binds after two windows of it.
+    let limits = draining_queue(true);
+    let bound = limits
+        .iter()
+        .position(|&limit| limit < 1_000)
+        .unwrap_or_else(|| panic!("given up on, the queue binds the limit: {limits:?}"));
+    assert!((19..=20).contains(&bound), "after two windows: {limits:?}");
+    assert!(limits[bound] <= 600, "bound at the work held: {limits:?}");
+    // The same queue answering all it lets go keeps pace: it is never limited.
+    let limits = draining_queue(false);
+    assert!(limits.iter().all(|&limit| limit == 1_000), "{limits:?}");
+}
+
 #[test]
 fn o5_o7_a_probe_raises_a_binding_limit_a_tenth_of_the_raise_each_slot() {
     // Bound from the start at 100, a queue: the dependency finishes the oldest 20 attempts

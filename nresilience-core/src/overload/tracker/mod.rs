@@ -203,6 +203,8 @@ impl LoadTracker {
         let mut state = self.at(now);
         if unpaced {
             state.window.dropped();
+        } else {
+            state.window.given_up();
         }
         state.end(ticket, now, None);
         if cut {

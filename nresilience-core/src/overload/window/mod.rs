@@ -19,10 +19,12 @@ pub(super) struct Slot {
     pub(super) completions: u32,
     /// Attempts admitted to it, and those of them never sent, superseded by another
     /// attempt's answer (a hedge that lost) or cut by the caller's measured ceiling: their
-    /// going unanswered says nothing of its pace. An attempt its call gave up on, or that its
-    /// timeout or deadline cut, counts: a caller gives up on what is too slow for it.
+    /// going unanswered says nothing of its pace.
     sent: u32,
     dropped: u32,
+    /// Attempts its callers gave up on before an answer: abandoned, or cut by a timeout or
+    /// a deadline. A caller gives up on what is too slow for it.
+    given_up: u32,
     /// Attempts it answered, with the work or without: what left its hands.
     answers: u32,
     /// Latency of the attempts answered or cut in this slot, summed, and how many.
@@ -251,6 +253,12 @@ impl Window {
         slot.dropped = slot.dropped.saturating_add(1);
     }
 
+    /// An attempt was given up on before an answer.
+    pub(super) fn given_up(&mut self) {
+        let slot = self.current_mut();
+        slot.given_up = slot.given_up.saturating_add(1);
+    }
+
     /// An attempt was answered, with the work or without.
     #[inline]
     pub(super) fn answered(&mut self) {
@@ -359,29 +367,33 @@ impl Window {
         Some(recent.map_or(window, |recent| recent.min(window)))
     }
 
-    /// How far what was sent outran what the dependency answered, over the window, leaving
-    /// out what was superseded, never sent or cut by a ceiling: about 1 when what is sent leaves as fast
-    /// as it comes, however slowly each attempt is served; above it while work accumulates, as
-    /// it does in a queue, where attempts wait until their timeouts cut them; infinite when
-    /// attempts were awaited for a slot and more and nothing was answered. `None` when nothing
-    /// was answered in a window not yet busy for a slot: too little to say. Counts, not
-    /// latencies: a heavy tail that takes seconds to settle moves neither.
+    /// How far the work of the window outran what the dependency answered: the larger of what
+    /// was sent (leaving out what was superseded, never sent or cut by a ceiling) and what
+    /// ended, answered or given up on, over what was answered. The first grows while a queue
+    /// fills, before anyone gives up; the second while a queue its callers' patience holds
+    /// full — the expected wait (O1) sending no more than leaves it — leaves a share of its
+    /// work unanswered. About 1 when what is sent is answered as fast as it comes, however
+    /// slowly each attempt is served; infinite when attempts were awaited for a slot and more
+    /// and nothing was answered. `None` when nothing was answered in a window not yet busy for
+    /// a slot: too little to say. Counts, not latencies: a heavy tail that takes seconds to
+    /// settle moves neither.
     pub(super) fn accumulation(&self) -> Option<f64> {
-        let (sent, dropped, answers, busy) =
+        let (sent, dropped, given_up, answers, busy) =
             self.live()
-                .fold((0u64, 0u64, 0u64, 0u64), |(s, d, a, b), slot| {
+                .fold((0u64, 0u64, 0u64, 0u64, 0u64), |(s, d, g, a, b), slot| {
                     (
                         s + u64::from(slot.sent),
                         d + u64::from(slot.dropped),
+                        g + u64::from(slot.given_up),
                         a + u64::from(slot.answers),
                         b.saturating_add(slot.busy_nanos),
                     )
                 });
-        let sent = sent.saturating_sub(dropped);
+        let outran = sent.saturating_sub(dropped).max(answers + given_up);
         match answers {
             0 if busy < self.slot_nanos => None,
             0 => Some(f64::INFINITY),
-            answers => Some(sent as f64 / answers as f64),
+            answers => Some(outran as f64 / answers as f64),
         }
     }
 
