@@ -20,8 +20,8 @@ const LONG_SLOTS: f64 = 100.0;
 /// the accumulation limit each slot work still accumulates under it.
 const BACKOFF_RATIO: f64 = 0.9;
 
-/// Work accumulates when the attempts held outrun what the dependency finishes by this much
-/// (see [`Window::accumulation`]): a quarter more than Little's law explains.
+/// Work accumulates when what is sent, or what ends answered or given up on, outruns what
+/// the dependency answers by this much (see [`Window::accumulation`]): a quarter more.
 const ACCUMULATING: f64 = 1.25;
 
 /// How many slots in a row work must accumulate before the limit binds: two windows. A

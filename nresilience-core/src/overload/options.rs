@@ -11,9 +11,9 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum LimitAlgorithm {
     /// No limit until, for two windows, what is sent outruns what the dependency answers, or
-    /// callers give up on more than a fifth of what leaves it (a queue), then the work held at
-    /// that moment, lower while work still accumulates: a dependency that is slower but keeps
-    /// pace is never limited, however high its latency.
+    /// callers give up on more than a fifth of the attempts that end (a queue), then the work
+    /// held at that moment, lower while work still accumulates: a dependency that is slower
+    /// but keeps pace is never limited, however high its latency.
     /// A bound limit is raised now and then and keeps the raise only if the dependency then
     /// finishes more. The default (O5).
     #[default]

@@ -227,8 +227,8 @@ fn e5_o1_o5_a_stall_is_no_queue_and_is_bounded_by_the_limit_once_work_accumulate
 
 /// The limit each 100 ms slot of four seconds ends with, for a queue 600 deep whose callers
 /// send no more than leaves it: each slot the dependency answers the oldest 10 attempts, the
-/// next 5 are `given_up` on at their deadline (or answered, without it), and 5 new ones are
-/// sent. What is held drains, so what is sent never outruns what is answered.
+/// next 5 are given up on at their deadline (answered, when not `given_up`), and 5 new ones
+/// are offered. What is held drains, so what is sent never outruns what is answered.
 fn draining_queue(given_up: bool) -> Vec<u32> {
     let start = Instant::now();
     let tracker = LoadTracker::new(OverloadControl::new(), start);
@@ -264,7 +264,11 @@ fn o5_a_queue_its_callers_give_up_on_binds_the_limit_though_nothing_more_is_sent
         .position(|&limit| limit < 1_000)
         .unwrap_or_else(|| panic!("given up on, the queue binds the limit: {limits:?}"));
     assert!((19..=20).contains(&bound), "after two windows: {limits:?}");
-    assert!(limits[bound] <= 600, "bound at the work held: {limits:?}");
+    // 600 − 15 a slot + 5 a slot for 20 slots in flight, and the 5 cut last still held.
+    assert!(
+        (395..=410).contains(&limits[bound]),
+        "bound at the work held: {limits:?}"
+    );
     // The same queue answering all it lets go keeps pace: it is never limited.
     let limits = draining_queue(false);
     assert!(limits.iter().all(|&limit| limit == 1_000), "{limits:?}");

@@ -183,15 +183,17 @@ impl LoadTracker {
     }
 
     /// The caller stopped waiting for the attempt of `ticket` after `waited`, at `now`: it was
-    /// `cut` by its timeout (a sign of queueing), or dropped (cancelled, or a hedge that lost).
-    /// The dependency may still be working on it: it stays held until a later attempt is
-    /// answered or its expected answer time has passed.
+    /// `cut` by its timeout or deadline (a sign of queueing), or cancelled with its call. It
+    /// counts as given up on (O5). The dependency may still be working on it: it stays held
+    /// until a later attempt is answered or its expected answer time has passed. A hedge that
+    /// lost is [`superseded`](Self::superseded) instead.
     pub fn abandoned(&self, ticket: Ticket, waited: Duration, cut: bool, now: Instant) {
         self.stop_holding(ticket, waited, cut, false, now);
     }
 
-    /// `abandoned`, and with `unpaced` the attempt leaves the window's count of attempts sent:
-    /// its going unanswered says nothing of whether the dependency keeps pace (O5).
+    /// `abandoned`, given up on; with `unpaced` the attempt leaves the window's count of
+    /// attempts sent instead: its going unanswered says nothing of whether the dependency keeps
+    /// pace (O5).
     fn stop_holding(
         &self,
         ticket: Ticket,
