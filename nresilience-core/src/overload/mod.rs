@@ -15,10 +15,10 @@
 //! - **O2, O5, a concurrency limit that binds on accumulation.** Unbound until, for two
 //!   windows, the dependency answers less than four fifths of what it is sent, or its callers
 //!   give up on more than a fifth of the attempts that end (work accumulating, as in a queue);
-//!   then the work held, lower while work still accumulates,
-//!   never below a floor, raised when a raise lets the dependency finish more, and let go
-//!   after a calm window. A dependency that is slower but keeps pace is never limited, which
-//!   no latency-based limit ([`LimitAlgorithm`]'s others) can tell from a queue.
+//!   then the work held, lower while work still accumulates, never below a floor, raised when
+//!   a raise lets the dependency finish more, and let go after a calm window. A dependency
+//!   that is slower but keeps pace is never limited, which no latency-based limit
+//!   ([`LimitAlgorithm`]'s others) can tell from a queue.
 //! - **O6, criticality under the limit.** Sheddable attempts may fill half of it, normal ones
 //!   all but a tenth, which critical ones keep.
 //! - **O7, attempts that last as long as the caller waits.** An attempt over the limit waits
