@@ -1,6 +1,7 @@
 //! Overload control through a call (O1, O2, O7): an attempt the dependency cannot take ends its
 //! call at once, self-imposed (B8), keyed as the budgets are (H5), and seen (O4); one it can
-//! take is not cut by a ceiling its load outlasts (E5); one over the limit waits for room, and a
+//! take is not cut by a ceiling its load outlasts, nor for the wait its load adds (E5); one
+//! over the limit waits for room, and a
 //! dependency refusing connections is tried again across the time the call has left (O7).
 
 #![allow(clippy::unwrap_used)]
@@ -52,8 +53,21 @@ fn busy(policy: &RetryPolicy, key: Option<&str>, start: Instant) -> Instant {
     now
 }
 
-/// Twenty successes of 10 ms through `policy`, in paused time: its measured ceiling is then
-/// its 50 ms floor (E5).
+/// The defaults with one attempt, no budget, no deadline and a 10 s attempt timeout: the
+/// bound the measured ceiling puts on an attempt is its timeout.
+fn one_attempt() -> RetryPolicy {
+    RetryPolicy::builder()
+        .max_attempts(1)
+        .budget(RetryBudget::None)
+        .deadline(None)
+        .attempt_timeout(Some(Duration::from_secs(10)))
+        .build()
+        .unwrap()
+}
+
+/// Twenty successes of 10 ms through `policy`, in paused time, and a slot idle, so that its
+/// load tracker's window has counted them all: its measured ceiling is then its 50 ms floor
+/// (E5), and an attempt's expected wait 10 ms for each attempt held.
 async fn healthy_at_10_ms(policy: &RetryPolicy) {
     for _ in 0..20 {
         let answer = policy.execute(|_| async {
@@ -62,6 +76,7 @@ async fn healthy_at_10_ms(policy: &RetryPolicy) {
         });
         answer.await.unwrap();
     }
+    tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
 #[test]
@@ -187,15 +202,34 @@ async fn e5_o1_under_a_measured_queue_the_ceiling_does_not_cut_what_the_dependen
 }
 
 #[tokio::test(start_paused = true)]
+async fn e5_o1_an_attempt_behind_work_it_waits_for_gets_the_ceiling_past_that_wait() {
+    let ms = Duration::from_millis;
+    let policy = one_attempt();
+    healthy_at_10_ms(&policy).await;
+    // Three attempts held ahead of it, at the 10 ms each the dependency has been taking: it
+    // expects to wait 40 ms, 30 more than a typical attempt, inside the ceiling's 50 ms. Cut
+    // at 50 ms, it would be cut for the work ahead of it, not for being stuck.
+    let now = clock::now();
+    let tracker = test_support::load_tracker(&policy, None, now).unwrap();
+    for _ in 0..3 {
+        tracker.admit(now, None, Criticality::Normal).unwrap();
+    }
+    let mut queued = Call::<()>::start(&policy, now, CallOptions::new());
+    let Step::Run(attempt) = queued.next::<()>(now) else {
+        panic!("sent")
+    };
+    // The typical attempt is read from a histogram: 10 ms to within 4 %.
+    let timeout = attempt.timeout().unwrap();
+    assert!(
+        (ms(79)..=ms(80)).contains(&timeout),
+        "the ceiling's 50 ms past the 30 ms it waits beyond a typical attempt, not {timeout:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn e5_c1_an_overload_signal_does_not_stop_the_ceiling_cutting_an_attempt_slowed_alone() {
     let ms = Duration::from_millis;
-    let policy = RetryPolicy::builder()
-        .max_attempts(1)
-        .budget(RetryBudget::None)
-        .deadline(None)
-        .attempt_timeout(Some(Duration::from_secs(10)))
-        .build()
-        .unwrap();
+    let policy = one_attempt();
     assert!(policy.overload_control().is_some(), "the defaults (O3)");
     healthy_at_10_ms(&policy).await;
     // A hop whose budget refused a retry below answers at once with the signal (C1): it tells

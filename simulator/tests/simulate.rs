@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use nresilience_core::{AttemptCeiling, BudgetOptions, RetryBudget, RetryPolicy};
+use nresilience_core::{
+    AttemptCeiling, BudgetOptions, RetryBudget, RetryPolicy, RetryPolicyBuilder,
+};
 use simulator::{Dependency, Load, Simulation, SimulationReport};
 
 fn ms(n: u64) -> Duration {
@@ -16,15 +18,27 @@ fn s(n: u64) -> Duration {
 
 /// SPEC S1's policy: the defaults with a 10 s deadline.
 fn s1_policy(budget: bool, refresh: Duration) -> RetryPolicy {
+    s1_builder(budget, refresh).build().unwrap()
+}
+
+/// SPEC S1's policy with overload control off: the measured ceiling alone decides which
+/// attempts of a slowed dependency are cut, as in the original library.
+fn ceiling_alone(budget: bool) -> RetryPolicy {
+    s1_builder(budget, s(1))
+        .overload_control(None)
+        .build()
+        .unwrap()
+}
+
+fn s1_builder(budget: bool, refresh: Duration) -> RetryPolicyBuilder {
     let builder = RetryPolicy::builder()
         .deadline(Some(s(10)))
         .attempt_ceiling(Some(AttemptCeiling::default().refresh(refresh)));
-    let builder = if budget {
+    if budget {
         builder
     } else {
         builder.budget(RetryBudget::None)
-    };
-    builder.build().unwrap()
+    }
 }
 
 /// SPEC S1's scenario, shortened: the brownout's shape at a tenth of the length.
@@ -117,9 +131,10 @@ fn s1_a_healthy_dependency_without_errors_is_almost_never_retried() {
 fn s1_the_budget_bounds_the_brownout_storm() {
     // The brownout meets a ceiling fitted to healthy latency, which cuts its attempts until
     // the estimate follows the latency up: without a budget they are retried, with one the
-    // retries are held to 10 % of successes plus the floor.
-    let off = short_storm(s1_policy(false, s(1))).run(42).unwrap();
-    let on = short_storm(s1_policy(true, s(1))).run(42).unwrap();
+    // retries are held to 10 % of successes plus the floor. The ceiling alone: with overload
+    // control the attempts run for their expected wait, and few are cut.
+    let off = short_storm(ceiling_alone(false)).run(42).unwrap();
+    let on = short_storm(ceiling_alone(true)).run(42).unwrap();
     assert!(off.attempts_cut > 0, "{off}");
     assert!(on.budget_refusals > 0, "{on}");
     assert_eq!(off.budget_refusals, 0);
@@ -133,6 +148,32 @@ fn s1_the_budget_bounds_the_brownout_storm() {
     // The worst second is in the brownout.
     let worst = on.worst_second.unwrap();
     assert!(worst >= s(5) && worst < s(15), "{on}");
+}
+
+#[test]
+fn e5_o1_the_expected_wait_keeps_the_ceiling_from_cutting_the_brownout() {
+    // The ceiling refits at most once a second and trails the brownout's latency; the
+    // expected wait counts the attempts the brownout holds as they pile up. Bounded by the
+    // ceiling and the wait beyond a typical attempt, fewer attempts are cut, fewer retries
+    // are asked of the budget, and no call is lost for it.
+    let alone = short_storm(ceiling_alone(true)).run(42).unwrap();
+    let defaults = short_storm(s1_policy(true, s(1))).run(42).unwrap();
+    assert!(
+        defaults.attempts_cut < alone.attempts_cut,
+        "{defaults}\n{alone}"
+    );
+    assert!(
+        defaults.budget_refusals < alone.budget_refusals,
+        "{defaults}\n{alone}"
+    );
+    assert!(
+        defaults.availability() >= alone.availability(),
+        "{defaults}\n{alone}"
+    );
+    assert!(
+        defaults.amplification <= alone.amplification,
+        "{defaults}\n{alone}"
+    );
 }
 
 #[test]

@@ -44,6 +44,28 @@ impl Admission {
     pub fn outlasts(&self, ceiling: Duration) -> bool {
         self.stalled || self.wait.is_some_and(|wait| wait > ceiling)
     }
+
+    /// How long the measured `ceiling` lets the attempt run, given how long a `typical`
+    /// attempt takes (E5, O1): `None`, no bound from it, when the dependency's load
+    /// [`outlasts`](Self::outlasts) it; else the ceiling and the part of the expected wait
+    /// beyond a typical attempt. The ceiling is a quantile of past successes, refreshed at
+    /// most once a second; the expected wait counts the attempts held now at the rate they
+    /// finish now. A dependency turning slower, or work ahead of the attempt, shows in the
+    /// wait first: an attempt that takes as long as the work ahead of it makes it take is not
+    /// stuck. With nothing ahead the wait is about a typical attempt, and the ceiling is its
+    /// own.
+    #[must_use]
+    pub fn ceiling(&self, ceiling: Duration, typical: Option<Duration>) -> Option<Duration> {
+        if self.outlasts(ceiling) {
+            return None;
+        }
+        match (self.wait, typical.unwrap_or_default()) {
+            (Some(wait), typical) if wait > typical => {
+                Some(ceiling.saturating_add(wait.saturating_sub(typical)))
+            }
+            _ => Some(ceiling),
+        }
+    }
 }
 
 /// What an answer says of the dependency's load.

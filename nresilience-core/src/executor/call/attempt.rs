@@ -208,16 +208,15 @@ impl<E> Call<E> {
         // Under a load this process measures (work queued ahead, or nothing finished for
         // anyone), the ceiling would cut attempts the dependency will serve anyway, and the
         // retries would queue behind them: the measured ceiling (E5) defers to the expected
-        // wait (O1).
-        let ceiling = (self.estimate.ceiling())
-            .filter(|&ceiling| !admission.is_some_and(|a| a.outlasts(ceiling)));
+        // wait (O1), and below it counts from the end of the wait beyond a typical attempt.
+        let typical = self.estimate.typical();
+        let ceiling = self.estimate.ceiling().and_then(|ceiling| match admission {
+            Some(admission) => admission.ceiling(ceiling, typical),
+            None => Some(ceiling),
+        });
         let ticket = admission.map(|a| a.ticket).unwrap_or_default();
-        let (timeout, censors) = attempt_bound(
-            self.policy.attempt_timeout(),
-            ceiling,
-            self.estimate.typical(),
-            left,
-        );
+        let (timeout, censors) =
+            attempt_bound(self.policy.attempt_timeout(), ceiling, typical, left);
         self.attempt_started = now;
         if self.may_hedge {
             self.hedge_due = self.hedge_instant(now);
