@@ -162,6 +162,7 @@ fn e5_o1_the_expected_wait_keeps_the_ceiling_from_cutting_the_brownout() {
         defaults.attempts_cut < alone.attempts_cut,
         "{defaults}\n{alone}"
     );
+    assert_eq!(defaults.budget_refusals, 0, "{defaults}");
     assert!(
         defaults.budget_refusals < alone.budget_refusals,
         "{defaults}\n{alone}"

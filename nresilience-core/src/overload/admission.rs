@@ -47,13 +47,14 @@ impl Admission {
 
     /// How long the measured `ceiling` lets the attempt run, given how long a `typical`
     /// attempt takes (E5, O1): `None`, no bound from it, when the dependency's load
-    /// [`outlasts`](Self::outlasts) it; else the ceiling and the part of the expected wait
-    /// beyond a typical attempt. The ceiling is a quantile of past successes, refreshed at
-    /// most once a second; the expected wait counts the attempts held now at the rate they
-    /// finish now. A dependency turning slower, or work ahead of the attempt, shows in the
-    /// wait first: an attempt that takes as long as the work ahead of it makes it take is not
-    /// stuck. With nothing ahead the wait is about a typical attempt, and the ceiling is its
-    /// own.
+    /// [`outlasts`](Self::outlasts) it; else the ceiling plus the part of the expected wait
+    /// beyond a typical attempt (all of it when there is no typical attempt yet). The ceiling
+    /// is a quantile of past successes, refreshed at most once a second; the expected wait
+    /// counts the attempts held now at the rate they finish now. A dependency turning slower,
+    /// or work ahead of the attempt, shows in the wait first: an attempt that takes as long as
+    /// the work ahead of it makes it take is not stuck. In health the wait is about a mean
+    /// attempt (Little's law: the attempts held over the rate they finish), so a heavy tail
+    /// lengthens the ceiling by about its mean less its median.
     #[must_use]
     pub fn ceiling(&self, ceiling: Duration, typical: Option<Duration>) -> Option<Duration> {
         if self.outlasts(ceiling) {

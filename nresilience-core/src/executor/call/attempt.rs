@@ -208,7 +208,8 @@ impl<E> Call<E> {
         // Under a load this process measures (work queued ahead, or nothing finished for
         // anyone), the ceiling would cut attempts the dependency will serve anyway, and the
         // retries would queue behind them: the measured ceiling (E5) defers to the expected
-        // wait (O1), and below it counts from the end of the wait beyond a typical attempt.
+        // wait (O1); a wait shorter than the ceiling lengthens it by the part beyond a
+        // typical attempt (`Admission::ceiling`).
         let typical = self.estimate.typical();
         let ceiling = self.estimate.ceiling().and_then(|ceiling| match admission {
             Some(admission) => admission.ceiling(ceiling, typical),
