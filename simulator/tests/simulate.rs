@@ -30,6 +30,7 @@ fn ceiling_alone(budget: bool) -> RetryPolicy {
         .unwrap()
 }
 
+/// SPEC S1's policy before it is built, with the budget on or off and the ceiling's refresh.
 fn s1_builder(budget: bool, refresh: Duration) -> RetryPolicyBuilder {
     let builder = RetryPolicy::builder()
         .deadline(Some(s(10)))
