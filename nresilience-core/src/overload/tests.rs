@@ -176,6 +176,42 @@ fn e5_a_ceiling_below_the_expected_wait_does_not_cut_the_attempt() {
 }
 
 #[test]
+fn e5_o1_the_ceiling_is_lengthened_by_the_wait_beyond_a_typical_attempt() {
+    let control = OverloadControl::new().floor(100).initial(100);
+    let (tracker, now) = measured(control, 10, ms(100));
+    for _ in 0..20 {
+        tracker.admit(now, None, Criticality::Normal).unwrap();
+    }
+    let admission = tracker.admit(now, None, Criticality::Normal).unwrap();
+    let wait = admission
+        .expected_wait()
+        .expect("a measured dependency has a wait");
+    assert!(wait > ms(100) && wait < ms(500), "{wait:?}");
+    assert_eq!(admission.ceiling(ms(50), Some(ms(100))), None, "outlasted");
+    assert_eq!(
+        admission.ceiling(ms(500), Some(ms(100))),
+        Some(ms(500) + wait - ms(100)),
+        "the ceiling, then the wait a typical attempt does not account for"
+    );
+    assert_eq!(admission.ceiling(ms(500), None), Some(ms(500) + wait));
+    assert_eq!(
+        admission.ceiling(ms(500), Some(wait + ms(1))),
+        Some(ms(500)),
+        "a wait shorter than a typical attempt leaves the ceiling as it is"
+    );
+    let fresh = LoadTracker::new(OverloadControl::new(), Instant::now());
+    let unknown = fresh
+        .admit(Instant::now(), None, Criticality::Normal)
+        .unwrap();
+    assert_eq!(unknown.expected_wait(), None);
+    assert_eq!(
+        unknown.ceiling(ms(50), Some(ms(10))),
+        Some(ms(50)),
+        "no wait told"
+    );
+}
+
+#[test]
 fn e5_o1_o5_a_stall_is_no_queue_and_is_bounded_by_the_limit_once_work_accumulates() {
     let start = Instant::now();
     let tracker = LoadTracker::new(OverloadControl::new(), start);
