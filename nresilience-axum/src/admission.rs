@@ -32,8 +32,7 @@ const GRPC_UNAVAILABLE: HeaderValue = HeaderValue::from_static("14");
 /// how long its caller still waits (`x-nresilience-deadline-ms`). A request that says
 /// nothing is a normal first attempt with no deadline. The limit binds only once requests
 /// accumulate in the handlers — the handlers finishing less than four fifths of what
-/// arrives, or nothing at all for a window — never because the handlers are merely slower
-/// (O5); see
+/// arrives — never because the handlers are merely slower (O5); see
 /// [`ServerAdmission`] for the shares.
 ///
 /// A refused request is answered `503` with `x-nresilience-overloaded: 1` and `Retry-After`

@@ -15,8 +15,7 @@ use crate::telemetry::AdmissionInstruments;
 /// The same evidence as a client's overload control (O1, O2, O5): the requests in the
 /// service's handlers, the rate at which its handlers finish them, and a limit that binds
 /// only once requests accumulate — the handlers finish less than four fifths of what
-/// arrives, for two windows, or nothing at all for one — never merely because the handlers
-/// are slower. A request
+/// arrives, for two windows — never merely because the handlers are slower. A request
 /// whose call has less time left than the service's typical handling time (the mean over
 /// the window), or less than the wait of the requests ahead of it (O1), is refused at once.
 ///

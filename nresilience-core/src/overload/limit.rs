@@ -26,8 +26,7 @@ const ACCUMULATING: f64 = 1.25;
 
 /// How many slots in a row work must accumulate before the limit binds: two windows. A
 /// slowdown with no queue behind it accumulates only until the attempts in flight match the
-/// new latency, for about that latency and one window. A stall binds it sooner: a window
-/// with attempts awaited throughout and nothing answered.
+/// new latency, for about that latency and one window.
 const ENGAGE_SLOTS: u32 = 2 * SLOTS;
 
 /// Work is no longer accumulating below this.
@@ -68,8 +67,6 @@ struct Accumulation {
     engaged: bool,
     /// Slots in a row in which work accumulated, while not engaged.
     growing: u32,
-    /// Bound through a stall: the limit to go back to once the dependency answers again.
-    resume_at: Option<f64>,
     /// Slots in a row in which the engaged limit refused nothing and work kept pace.
     calm: u32,
     /// Slots in a row in which the engaged limit refused attempts, since it last moved.
@@ -129,7 +126,7 @@ impl Limit {
         no_load: Option<Duration>,
     ) {
         if self.algorithm == LimitAlgorithm::Accumulation {
-            self.accumulate(slot, window, held, no_load);
+            self.accumulate(slot, window, held);
             return;
         }
         let Some(measured) = slot.mean() else {
@@ -184,54 +181,26 @@ impl Limit {
     }
 
     /// The accumulation limit (O5): the maximum until work has accumulated for two windows,
-    /// or the dependency has answered nothing for a window while attempts waited on it
-    /// throughout, then the work held at that moment, so that it stops growing, and lower by
-    /// a tenth each slot in which work still accumulates under it (attempts admitted and
-    /// given up on before an answer); bound by a stall, back where it bound once the
-    /// dependency answers again. Bound and keeping pace, it is raised now and then, over a
-    /// window, and the raise stays only if the dependency then finishes more: a dependency
-    /// that is slower but keeps pace with what it is sent finishes more with more in flight,
-    /// a queue does not. Unneeded for a window, it lets go.
-    fn accumulate(&mut self, slot: &Slot, window: &Window, held: u32, no_load: Option<Duration>) {
+    /// then the work held at that moment, so that it stops growing, and lower by a tenth each
+    /// slot in which work still accumulates under it (attempts admitted and given up on before
+    /// an answer). Bound and keeping pace, it is raised now and then, over a window, and the
+    /// raise stays only if the dependency then finishes more: a dependency that is slower but
+    /// keeps pace with what it is sent finishes more with more in flight, a queue does not.
+    /// Unneeded for a window, it lets go.
+    fn accumulate(&mut self, slot: &Slot, window: &Window, held: u32) {
         let accumulation = window.accumulation();
-        // A dependency known to answer within a window that answers nothing for a whole one,
-        // with attempts awaited throughout, is stalled: a second window would tell nothing
-        // more, and what is sent into a stall is held for callers who leave before it ends,
-        // work the dependency does for nobody once it resumes. One slower than a window, or
-        // not yet measured, is left to the two windows of accumulation.
-        let stalled = window.stalled_throughout()
-            && no_load.is_some_and(|latency| latency < window.slot() * SLOTS);
         let state = &mut self.accumulation;
         if !state.engaged {
             let growing = accumulation.is_some_and(|a| a > ACCUMULATING);
             state.growing = if growing { state.growing + 1 } else { 0 };
-            if state.growing >= ENGAGE_SLOTS || stalled {
-                self.value = f64::from(held).clamp(self.floor, self.max);
+            if state.growing >= ENGAGE_SLOTS {
                 *state = Accumulation {
                     engaged: true,
-                    resume_at: stalled.then_some(self.value),
                     ..Accumulation::default()
                 };
+                self.value = f64::from(held).clamp(self.floor, self.max);
             }
             return;
-        }
-        if stalled && state.resume_at.is_none() {
-            state.resume_at = Some(self.value);
-        }
-        // Lowered to its floor while nothing was answered, the limit would keep the calls
-        // waiting for room out once the stall ends, while the dependency works through the
-        // attempts left in its queue for callers long gone. The first answer ends the stall:
-        // the limit goes back to where it stood when the stall showed, and the expected wait
-        // (O1) judges what is left queued. The window still counts the attempts given up on
-        // in the stall, so the limit is lowered again a tenth a slot until they leave it.
-        if let Some(level) = state.resume_at {
-            if !window.unanswered() {
-                self.value = self.value.max(level);
-                state.resume_at = None;
-                state.binding = 0;
-                state.calm = 0;
-                return;
-            }
         }
         let refused = slot.refused > 0;
         let calm = !refused && accumulation.is_none_or(|a| a <= KEEPING_PACE);

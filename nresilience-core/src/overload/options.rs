@@ -11,10 +11,8 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum LimitAlgorithm {
     /// No limit until, for two windows, what is sent outruns what the dependency answers, or
-    /// callers give up on more than a fifth of the attempts that end (a queue), or until,
-    /// known to answer within a window, it answers nothing for one while attempts wait on it
-    /// throughout (a stall, after which the limit goes back to where it stood), then the
-    /// work held at that moment, lower while work still accumulates: a dependency that is slower
+    /// callers give up on more than a fifth of the attempts that end (a queue), then the work
+    /// held at that moment, lower while work still accumulates: a dependency that is slower
     /// but keeps pace is never limited, however high its latency.
     /// A bound limit is raised now and then and keeps the raise only if the dependency then
     /// finishes more. The default (O5).

@@ -327,7 +327,7 @@ impl State {
         // goes, whatever the attempts abandoned earlier suggest.
         if self.in_flight > 0 {
             // A dependency that finishes nothing gives no wait to judge by: a stall is bounded
-            // by the limit, once it has lasted a window, not by O1.
+            // by the limit, once work has accumulated long enough to engage it, not by O1.
             let wait = self.queue_wait(held);
             // Nobody waits for an attempt that cannot be served in time, limit or none (O1).
             if left.zip(wait).is_some_and(|(left, wait)| wait > left) {

@@ -402,21 +402,8 @@ impl Window {
     /// answering errors is not one.
     #[inline]
     pub(super) fn stalled(&self) -> bool {
-        self.finished.busy_nanos >= self.slot_nanos && self.unanswered()
-    }
-
-    /// Whether attempts were awaited throughout the last window and none was answered: a
-    /// stall as long as the window, for a dependency that answers within a window when it
-    /// keeps pace (O5).
-    pub(super) fn stalled_throughout(&self) -> bool {
-        self.finished.busy_nanos >= u64::from(SLOTS) * self.slot_nanos && self.unanswered()
-    }
-
-    /// Whether nothing was finished, nor even answered, over the window and since.
-    #[inline]
-    pub(super) fn unanswered(&self) -> bool {
         let pace = self.finished.and(&self.filling);
-        pace.answers == 0 && pace.completions == 0
+        self.finished.busy_nanos >= self.slot_nanos && pace.answers == 0 && pace.completions == 0
     }
 
     /// Completions per second of busy time over the last window's finished slots, as
