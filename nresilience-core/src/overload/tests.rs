@@ -163,26 +163,25 @@ fn o2_attempts_at_the_limit_are_refused_at_once() {
     assert_eq!(refused.cause, SaturatedBy::Limit);
 }
 
-#[test]
-fn e5_a_ceiling_below_the_expected_wait_does_not_cut_the_attempt() {
+/// An attempt admitted behind twenty held at a dependency that answered ten a slot after
+/// 100 ms each, under a limit of 100: its expected wait is a few hundred milliseconds.
+fn behind_twenty() -> Admission {
     let control = OverloadControl::new().floor(100).initial(100);
     let (tracker, now) = measured(control, 10, ms(100));
-    for _ in 0..20 {
-        tracker.admit(now, None, Criticality::Normal).unwrap();
-    }
-    let admission = tracker.admit(now, None, Criticality::Normal).unwrap();
+    admitted(&tracker, 20, now);
+    tracker.admit(now, None, Criticality::Normal).unwrap()
+}
+
+#[test]
+fn e5_a_ceiling_below_the_expected_wait_does_not_cut_the_attempt() {
+    let admission = behind_twenty();
     assert!(admission.outlasts(ms(50)), "{admission:?}");
     assert!(!admission.outlasts(ms(500)), "{admission:?}");
 }
 
 #[test]
 fn e5_o1_the_ceiling_is_lengthened_by_the_wait_beyond_a_typical_attempt() {
-    let control = OverloadControl::new().floor(100).initial(100);
-    let (tracker, now) = measured(control, 10, ms(100));
-    for _ in 0..20 {
-        tracker.admit(now, None, Criticality::Normal).unwrap();
-    }
-    let admission = tracker.admit(now, None, Criticality::Normal).unwrap();
+    let admission = behind_twenty();
     let wait = admission
         .expected_wait()
         .expect("a measured dependency has a wait");
