@@ -19,7 +19,8 @@ pub enum Verdict {
     /// The attempt never reached the dependency: its connection was refused, nothing listens
     /// there. A transient failure that says the dependency is unavailable rather than slow or
     /// failing: the call spreads the attempts it has left over the time it has left (O7), so
-    /// that one lands after the dependency is back.
+    /// that one lands after the dependency is back. A retry answered so gets its budget's
+    /// token back: it was never sent (B13).
     Unreachable,
     /// A refusal by something that refills at its own pace: a 429, a limiter.
     Throttled {

@@ -1,6 +1,6 @@
-//! Refusals through the executor under a paused clock: the token of a retry never sent
-//! (SPEC B13), the open breaker (G1), what counts against the breaker (G2), and when a
-//! refusal is announced (B7).
+//! Refusals through the executor under a paused clock: the token of a retry never sent or
+//! refused a connection (SPEC B13), the open breaker (G1), what counts against the breaker
+//! (G2), and when a refusal is announced (B7).
 
 #![allow(clippy::unwrap_used)]
 
@@ -113,6 +113,33 @@ async fn b13_a_retry_the_breaker_refuses_returns_its_token() {
     assert_eq!(ran, 1, "the failure opened the breaker before the retry");
     assert_eq!(error.reason(), StopReason::BreakerOpen);
     assert_eq!(balance(&policy), full);
+}
+
+#[tokio::test(start_paused = true)]
+async fn b13_o7_a_retry_refused_a_connection_returns_its_token() {
+    // One token, refilled by successes only: a call's first paid retry would empty it.
+    let policy = base()
+        .max_attempts(4)
+        .budget(successes_only())
+        .build()
+        .unwrap();
+    let full = balance(&policy);
+    for _ in 0..20 {
+        let (ran, error) = failing(&policy, Verdict::Unreachable).await;
+        assert_eq!(
+            ran, 4,
+            "the dependency saw none of the retries: each was funded again"
+        );
+        assert_eq!(error.reason(), StopReason::AttemptsExhausted);
+    }
+    assert_eq!(balance(&policy), full, "nothing reached the dependency");
+    let (ran, error) = failing(&policy, Verdict::TRANSIENT).await;
+    assert_eq!(
+        ran, 2,
+        "a retry the dependency saw is paid for, and the next refused"
+    );
+    assert_eq!(error.reason(), StopReason::BudgetExhausted);
+    assert_eq!(balance(&policy), full - 1.0);
 }
 
 #[tokio::test(start_paused = true)]

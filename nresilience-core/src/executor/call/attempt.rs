@@ -31,6 +31,8 @@ pub struct Attempt {
     pub(super) hedge: bool,
     /// Its place in the dependency's load, when overload control is on.
     pub(super) ticket: Ticket,
+    /// Whether a token of the budget paid for it: a retry or a hedge, with a budget (B5).
+    pub(super) paid: bool,
 }
 
 impl Attempt {
@@ -133,13 +135,13 @@ impl<E> Call<E> {
             return self.step(decision, now);
         }
         // The token, if any, paid for this retry: it goes out.
-        self.token = false;
+        let paid = std::mem::take(&mut self.token);
         self.tally.wakes(now);
         if let Some(concurrent) = self.concurrent.as_deref_mut() {
             concurrent.first = Some((self.attempts, now));
             concurrent.pushback = None;
         }
-        Step::Run(self.admit(now, left, false, admission))
+        Step::Run(self.admit(now, left, false, admission, paid))
     }
 
     /// The limit refused the attempt at `now`: it waits for room, or the call ends (O7).
@@ -202,6 +204,7 @@ impl<E> Call<E> {
         left: Option<Duration>,
         hedge: bool,
         admission: Option<Admission>,
+        paid: bool,
     ) -> Attempt {
         tracing::event!(parent: &self.span, Level::DEBUG, attempt = i64::from(self.attempts), hedge, "nresilience.attempt");
         self.estimate = self.policy.estimate(now);
@@ -234,6 +237,7 @@ impl<E> Call<E> {
             by_ceiling: ceiling.is_some() && timeout == ceiling,
             hedge,
             ticket,
+            paid,
         }
     }
 

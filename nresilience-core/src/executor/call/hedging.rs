@@ -79,7 +79,8 @@ impl<E> Call<E> {
         }
         self.policy.instruments().hedge(true);
         self.tally.hedged();
-        Step::Hedge(self.admit(now, left, true, admission))
+        let paid = self.bucket.is_some();
+        Step::Hedge(self.admit(now, left, true, admission, paid))
     }
 
     /// No more hedges for this call: its driver cannot send one (its service failed to get

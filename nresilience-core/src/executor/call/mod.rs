@@ -163,8 +163,8 @@ pub struct Call<E> {
     permit_of: u32,
     /// What only a call that hedged keeps, out of line.
     concurrent: Option<Box<HedgeState>>,
-    /// A token withdrawn for the next retry: spent when the retry goes out, returned if the
-    /// call ends first (B13).
+    /// A token withdrawn for the next retry: spent when the retry goes out (the attempt is
+    /// then `paid`), returned if the call ends first (B13).
     token: bool,
     phase: Phase,
     last: Option<LastAttempt<E>>,
@@ -411,6 +411,12 @@ impl<E> Call<E> {
         now: Instant,
     ) -> Step<T, E> {
         let duration = self.end_attempt(&attempt, verdict, now);
+        if attempt.paid && verdict == Verdict::Unreachable {
+            // Refused a connection, it never reached the dependency: not sent (B13).
+            if let Some(bucket) = &self.bucket {
+                bucket.refund();
+            }
+        }
         if let Some(load) = &self.load {
             let answer = match verdict {
                 Verdict::Success | Verdict::Permanent | Verdict::RetriedBelow => Answer::Served,
