@@ -1,4 +1,4 @@
-//! Hedging under a paused tokio clock (SPEC HG1, HG2, B5, B9, E5, H3).
+//! Hedging under a paused tokio clock (SPEC HG1, HG2, B5, B9, B13, E5, H3).
 
 #![allow(clippy::unwrap_used)]
 
@@ -193,6 +193,37 @@ async fn hg2_b5_hedges_spend_tokens_and_a_refused_hedge_leaves_the_first_running
     assert_eq!((result, started, elapsed), (Ok(1), vec![ms(0)], ms(200)));
     let suppressed = capture.events_named("HedgeSuppressed");
     assert_eq!(suppressed.len(), 1, "recorded once, when the hedge was due");
+}
+
+#[tokio::test(start_paused = true)]
+async fn hg2_b13_a_hedge_refused_a_connection_returns_its_token() {
+    let policy = hedging().budget(tokens(1.0)).build().unwrap();
+    let bucket = Arc::clone(policy.bucket(clock::now()).unwrap());
+    let start = Instant::now();
+    let started = Mutex::new(Vec::new());
+    // The first attempt answers at 200 ms; every hedge finds nothing listening, at once.
+    let classify = |result: &Result<u32, ()>| match result {
+        Ok(_) => Verdict::Success,
+        Err(()) => Verdict::Unreachable,
+    };
+    let result = policy
+        .execute_with(&classify, |attempt: Attempt| {
+            started.lock().unwrap().push(start.elapsed());
+            let n = attempt.number();
+            async move {
+                if n == 1 {
+                    sleep(ms(200)).await;
+                    Ok(n)
+                } else {
+                    Err(())
+                }
+            }
+        })
+        .await;
+    assert_eq!(result.unwrap(), 1);
+    // The one token paid for each hedge in turn: each gave it back when refused.
+    assert_eq!(started.into_inner().unwrap(), [ms(0), ms(50), ms(100)]);
+    assert_eq!(bucket.balance(clock::now()), 1.0);
 }
 
 #[tokio::test(start_paused = true)]

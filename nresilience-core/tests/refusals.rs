@@ -140,6 +140,11 @@ async fn b13_o7_a_retry_refused_a_connection_returns_its_token() {
     );
     assert_eq!(error.reason(), StopReason::BudgetExhausted);
     assert_eq!(balance(&policy), full - 1.0);
+    // Empty now: a first attempt refused a connection was paid by nothing, and gives nothing.
+    let (ran, error) = failing(&policy, Verdict::Unreachable).await;
+    assert_eq!(ran, 1);
+    assert_eq!(error.reason(), StopReason::BudgetExhausted);
+    assert_eq!(balance(&policy), full - 1.0);
 }
 
 #[tokio::test(start_paused = true)]

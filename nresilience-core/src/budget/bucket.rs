@@ -143,8 +143,8 @@ impl TokenBucket {
 
     /// Gives back the token withdrawn for a retry that was then not sent: its delay
     /// would have passed the deadline, its caller cancelled it, a breaker refused it, the
-    /// dependency refused its connection. A token pays for a retry that reaches the
-    /// dependency, never for one that does not. Up to the capacity.
+    /// dependency refused its connection. A token pays for a retry that is sent, never for
+    /// one that is not. Up to the capacity.
     pub fn refund(&self) {
         let capacity = self.capacity;
         let _ = self
