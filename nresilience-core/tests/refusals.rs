@@ -116,7 +116,7 @@ async fn b13_a_retry_the_breaker_refuses_returns_its_token() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn b13_o7_a_retry_refused_a_connection_returns_its_token() {
+async fn b13_a_retry_refused_a_connection_returns_its_token() {
     // One token, refilled by successes only: a call's first paid retry would empty it.
     let policy = base()
         .max_attempts(4)

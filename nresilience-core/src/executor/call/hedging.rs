@@ -94,9 +94,7 @@ impl<E> Call<E> {
     #[cold]
     pub(super) fn refuse_hedge<T>(&mut self) -> Step<T, E> {
         self.hedging_stopped = true;
-        if let Some(bucket) = &self.bucket {
-            bucket.refund();
-        }
+        self.refund();
         Step::KeepWaiting
     }
 

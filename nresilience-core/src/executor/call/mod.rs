@@ -413,9 +413,7 @@ impl<E> Call<E> {
         let duration = self.end_attempt(&attempt, verdict, now);
         if attempt.paid && verdict == Verdict::Unreachable {
             // Refused a connection, it never reached the dependency: not sent (B13).
-            if let Some(bucket) = &self.bucket {
-                bucket.refund();
-            }
+            self.refund();
         }
         if let Some(load) = &self.load {
             let answer = match verdict {

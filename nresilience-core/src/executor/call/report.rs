@@ -127,12 +127,19 @@ impl<E> Call<E> {
         Step::Done(Err(self.error(stop, Some(rejected))))
     }
 
+    /// Returns the token held for the next retry, if any: that retry will not go out (B13).
     #[inline]
     pub(super) fn return_token(&mut self) {
         if std::mem::take(&mut self.token) {
-            if let Some(bucket) = &self.bucket {
-                bucket.refund();
-            }
+            self.refund();
+        }
+    }
+
+    /// Gives a token back to the budget, for a retry or hedge not sent (B13).
+    #[inline]
+    pub(super) fn refund(&self) {
+        if let Some(bucket) = &self.bucket {
+            bucket.refund();
         }
     }
 
