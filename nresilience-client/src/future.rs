@@ -57,6 +57,20 @@ pin_project! {
         source: Source,
         call: Call<TransportError>,
     }
+
+    /// A future dropped while a retry waits for the service to be ready never sent it: the
+    /// retry gives back its token and its place in the dependency's load (B13, O1).
+    impl<S, C, B> PinnedDrop for ResponseFuture<S, C, B>
+    where
+        S: Service<Request<RetryBody>>,
+    {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let State::Ready(attempt) = this.state {
+                this.call.unsent(*attempt, clock::now());
+            }
+        }
+    }
 }
 
 impl<S, C, B> ResponseFuture<S, C, B>

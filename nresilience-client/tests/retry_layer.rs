@@ -207,3 +207,53 @@ async fn hg1_a_hedge_waits_for_a_busy_service_and_the_call_still_ends() {
     assert_eq!(response.status(), 503);
     assert_eq!(script.requests(), 3);
 }
+
+/// A retry waiting for a service busy with another call, dropped by its caller there, never
+/// went out: its token goes back, and pays for the next call's retry (B13).
+#[tokio::test]
+async fn b13_a_retry_dropped_while_its_service_is_not_ready_returns_its_token() {
+    use std::time::Duration;
+
+    use nresilience_core::{Backoff, BudgetOptions, RetryBudget};
+    use support::slow_server;
+
+    let ms = Duration::from_millis;
+    // A's first attempt, B's call (held while A's retry waits), C's failure; then 200s.
+    let (addr, script) = slow_server(vec![
+        (503, None, ms(300)),
+        (200, None, ms(1_000)),
+        (503, None, Duration::ZERO),
+    ]);
+    let inner = tower::limit::ConcurrencyLimit::new(
+        HyperClient::builder(TokioExecutor::new()).build(HttpConnector::new()),
+        1,
+    );
+    // One token, refilled by successes only.
+    let budget = RetryBudget::automatic().with_options(
+        BudgetOptions::default()
+            .minimum_per_second(0.0)
+            .capacity(1.0),
+    );
+    let policy = policy()
+        .backoff(Backoff::none())
+        .budget(budget)
+        .build()
+        .unwrap();
+    let retry = RetryLayer::new(policy).layer(inner);
+    let a = tokio::time::timeout(ms(700), retry.clone().oneshot(request(Outbound::get(addr))));
+    // B asks for the service while A's first attempt holds it, so it has it next: A's retry
+    // waits for it.
+    let b = async {
+        tokio::time::sleep(ms(100)).await;
+        retry.clone().oneshot(request(Outbound::get(addr))).await
+    };
+    let (a, b) = tokio::join!(a, b);
+    assert!(a.is_err(), "A's caller gave up while its retry waited");
+    assert_eq!(b.unwrap().status(), 200);
+    let c = retry
+        .oneshot(request(Outbound::get(addr)))
+        .await
+        .expect("C's retry was paid with A's token, not refused by the budget");
+    assert_eq!(c.status(), 200);
+    assert_eq!(script.requests(), 4, "A's retry never reached the server");
+}

@@ -156,6 +156,42 @@ fn o1_a_cancelled_call_leaves_its_attempt_held_while_the_dependency_works_on_it(
 }
 
 #[test]
+fn o1_b13_a_retry_its_driver_never_sent_holds_nothing_and_returns_its_token() {
+    let policy = RetryPolicy::builder()
+        .budget(
+            RetryBudget::automatic()
+                .with_options(nresilience_core::BudgetOptions::default().minimum_per_second(0.0)),
+        )
+        .build()
+        .unwrap();
+    let now = Instant::now();
+    let tracker = test_support::load_tracker(&policy, None, now).unwrap();
+    let bucket = policy.bucket(now).unwrap();
+    let full = bucket.balance(now);
+    let mut call = Call::<&str>::start(&policy, now, CallOptions::new());
+    let Step::Run(first) = call.next::<()>(now) else {
+        panic!("the first attempt runs")
+    };
+    let mut at = now + Duration::from_millis(10);
+    if let Step::Sleep(until) = call.attempted::<()>(first, Err("503"), Verdict::TRANSIENT, at) {
+        at = until;
+    }
+    let Step::Run(retry) = call.next::<()>(at) else {
+        panic!("the retry runs")
+    };
+    assert_eq!(bucket.balance(at), full - 1.0, "the retry was paid for");
+    assert_eq!(tracker.held(at), 1);
+    // Its service never got ready, and the caller went away: it was not sent.
+    call.unsent(retry, at);
+    assert_eq!(call.attempts(), 1, "only the first attempt was made");
+    assert_eq!(tracker.held(at), 0, "the dependency holds nothing of it");
+    assert_eq!(bucket.balance(at), full, "its token is back");
+    drop(call);
+    assert_eq!(tracker.held(at), 0, "nothing is left to abandon");
+    assert_eq!(bucket.balance(at), full);
+}
+
+#[test]
 fn o3_overload_control_is_on_by_default_and_one_call_turns_it_off() {
     let policy = RetryPolicy::default();
     assert_eq!(policy.overload_control(), Some(&OverloadControl::new()));

@@ -269,6 +269,29 @@ impl<E> Call<E> {
         self.in_flight = 0;
     }
 
+    /// Reports that the driver did not send `attempt` and will not: the call is dropped while
+    /// the attempt waits to go out (a service not ready for it yet). The attempt gives back
+    /// what it held — its token (B13), its place in the dependency's load (O1: it is not work
+    /// the dependency holds), its breaker permit, unrecorded — and is not counted among the
+    /// call's attempts.
+    ///
+    /// # Panics
+    ///
+    /// When no attempt is running.
+    pub fn unsent(&mut self, attempt: Attempt, now: Instant) {
+        self.leave_flight();
+        if attempt.number == self.attempts {
+            self.attempts -= 1;
+        }
+        self.settle_permit(attempt.number, BreakerOutcome::Ignored, now);
+        if let Some(load) = &self.load {
+            load.withdraw(attempt.ticket, now);
+        }
+        if attempt.paid {
+            self.refund();
+        }
+    }
+
     /// Closes `attempt`: its duration, metrics and breaker outcome.
     #[inline(always)]
     pub(super) fn end_attempt(
@@ -277,14 +300,7 @@ impl<E> Call<E> {
         verdict: Verdict,
         now: Instant,
     ) -> Duration {
-        assert!(
-            matches!(self.phase, Phase::Attempting) && self.in_flight > 0,
-            "no attempt is running"
-        );
-        self.in_flight -= 1;
-        if self.in_flight == 0 {
-            self.phase = Phase::Ready;
-        }
+        self.leave_flight();
         if let Some(concurrent) = self.concurrent.as_deref_mut() {
             if concurrent
                 .first
@@ -300,6 +316,19 @@ impl<E> Call<E> {
         let outcome = breaker_outcome(verdict);
         self.settle_permit(attempt.number, outcome, now);
         duration
+    }
+
+    /// One attempt fewer in flight: with none, the next may start.
+    #[inline(always)]
+    fn leave_flight(&mut self) {
+        assert!(
+            matches!(self.phase, Phase::Attempting) && self.in_flight > 0,
+            "no attempt is running"
+        );
+        self.in_flight -= 1;
+        if self.in_flight == 0 {
+            self.phase = Phase::Ready;
+        }
     }
 
     #[inline]

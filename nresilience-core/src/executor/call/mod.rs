@@ -9,7 +9,9 @@
 //! limiter, the rejection pause, what a stopped call returns), and [`Flights`] every timing
 //! rule (which attempt answered first, the earliest cut, when to wake), so a rule changes in
 //! one place for every driver. The call does no IO and never reads the clock: time comes in as
-//! an argument, so a test or a simulation can drive it with any clock.
+//! an argument, so a test or a simulation can drive it with any clock. A driver that holds an
+//! attempt before sending it (a tower service not ready yet) and is dropped there hands it back
+//! with [`Call::unsent`].
 //!
 //! # Example
 //!

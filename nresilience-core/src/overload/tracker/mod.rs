@@ -249,10 +249,10 @@ impl LoadTracker {
         self.stop_holding(ticket, waited, true, true, now);
     }
 
-    /// The attempt of `ticket`, admitted at `now`, was never sent (something after the
-    /// admission refused it): it holds nothing.
+    /// The attempt of `ticket` was never sent (something after the admission refused it, or
+    /// its call went away before it could go out), at `now`: it holds nothing.
     pub fn withdraw(&self, ticket: Ticket, now: Instant) {
-        let mut state = self.lock();
+        let mut state = self.at(now);
         state.end(ticket, now, Some(0));
         state.window.dropped();
     }
