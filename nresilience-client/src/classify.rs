@@ -7,7 +7,8 @@
 //!
 //! | outcome | verdict | retried? | deposits? |
 //! |---|---|---|---|
-//! | `Err(_)`: connect or I/O error | `Transient { retry_after: None }` | yes, on the transient curve | no |
+//! | `Err(_)` whose connection was refused (nothing listened) | `Unreachable` | yes, spread over the time the call has left (O7); its token goes back (B13) | no |
+//! | any other `Err(_)`: connect or I/O error | `Transient { retry_after: None }` | yes, on the transient curve | no |
 //! | timeout, attempt ceiling | `Transient` (the executor's verdict) | yes, on the transient curve | no |
 //! | `408 Request Timeout` | `Transient { retry_after }` | yes | no |
 //! | `429 Too Many Requests` | `Throttled { self_imposed: false, retry_after }` | yes, charged to the budget | no |

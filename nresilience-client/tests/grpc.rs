@@ -235,6 +235,16 @@ fn policy() -> RetryPolicyBuilder {
         .backoff(Backoff::default().with_jitter(Jitter::None))
 }
 
+/// Retries at once, from a budget of one token that only successes refill.
+fn one_token() -> RetryPolicyBuilder {
+    let options = BudgetOptions::default()
+        .minimum_per_second(0.0)
+        .capacity(1.0);
+    policy()
+        .backoff(Backoff::none())
+        .budget(RetryBudget::automatic().with_options(options))
+}
+
 /// A channel to `addr` with the retry layer in front: the one line a user writes.
 fn channel(addr: SocketAddr, policy: RetryPolicyBuilder) -> GrpcRetry<Channel> {
     let channel = Endpoint::from_shared(format!("http://{addr}"))
@@ -484,12 +494,7 @@ async fn n1_n2_a_stream_still_producing_is_sent_once_unmarked_not_held_back() {
 #[tokio::test(start_paused = true)]
 async fn b7_a_budget_refusal_is_unavailable_with_the_retry_error_as_source() {
     let (addr, script) = server(&[(Code::Unavailable, None); 3]);
-    let options = BudgetOptions::default()
-        .minimum_per_second(0.0)
-        .capacity(1.0);
-    let policy = policy()
-        .backoff(Backoff::none())
-        .budget(RetryBudget::automatic().with_options(options));
+    let policy = one_token();
     let status = say(channel(addr, policy), hello()).await.unwrap_err();
     assert_eq!(status.code(), Code::Unavailable);
     let error = retry_error(&status);
@@ -523,6 +528,25 @@ async fn h6_an_unreachable_server_is_retried_then_unavailable() {
     let error = retry_error(&status);
     assert_eq!(error.reason(), StopReason::AttemptsExhausted);
     assert_eq!(error.attempts(), 3);
+}
+
+/// A refused connection never reached the server: its retries are paid back, so a one-token
+/// budget lets the call make all its attempts (O7, B13).
+#[tokio::test(start_paused = true)]
+async fn b13_o7_a_refused_connection_is_unreachable_and_its_retries_spend_no_token() {
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let policy = one_token();
+    let channel = channel(addr, policy);
+    for _ in 0..3 {
+        let status = say(channel.clone(), hello()).await.unwrap_err();
+        assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+        let error = retry_error(&status);
+        assert_eq!(error.reason(), StopReason::AttemptsExhausted, "{error:?}");
+        assert_eq!(error.attempts(), 3, "each retry's token came back");
+    }
 }
 
 // ===== gRPC's own retry metrics (gRFC A96) =====

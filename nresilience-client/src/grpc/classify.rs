@@ -6,11 +6,14 @@ use nresilience_wire::{read_grpc_pushback, read_retry_info, GrpcPushback, GRPC_S
 use tonic::Code;
 
 use crate::chain_signals::ChainSignals;
+use crate::classify::classify_error;
 
 /// Classifies gRPC attempts by the table in the [module docs](super).
 ///
-/// Every `Err` (the connection failed, the stream was reset) is a transient failure; a
-/// response is classified by [`GrpcClassifier::classify_response`].
+/// An `Err` whose connection was refused is [`Unreachable`](Verdict::Unreachable), as over
+/// plain HTTP ([`classify_error`]); every other `Err` (the connection failed, the stream was
+/// reset) is a transient failure. A response is classified by
+/// [`GrpcClassifier::classify_response`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GrpcClassifier {
     signals: ChainSignals,
@@ -81,11 +84,11 @@ impl Default for GrpcClassifier {
     }
 }
 
-impl<B, E> Classify<Result<Response<B>, E>> for GrpcClassifier {
+impl<B, E: std::error::Error + 'static> Classify<Result<Response<B>, E>> for GrpcClassifier {
     fn classify(&self, result: &Result<Response<B>, E>) -> Verdict {
         match result {
             Ok(response) => self.classify_response(response.status(), response.headers()),
-            Err(_) => Verdict::TRANSIENT,
+            Err(error) => classify_error(error),
         }
     }
 }
@@ -148,6 +151,8 @@ mod tests {
     use http::{HeaderName, HeaderValue};
 
     use nresilience_wire::{GRPC_PUSHBACK, GRPC_STATUS_DETAILS, OVERLOADED, RETRIED};
+
+    use crate::TransportError;
 
     use super::*;
 
@@ -405,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    fn h6_classifier_reads_responses_and_calls_errors_transient() {
+    fn h6_o7_classifier_reads_responses_errors_transient_a_refused_connection_unreachable() {
         let response = |code: &'static str| {
             Ok::<_, io::Error>(
                 Response::builder()
@@ -420,6 +425,10 @@ mod tests {
         assert_eq!(classifier.classify(&response("3")), Verdict::Permanent);
         let reset: Result<Response<()>, io::Error> = Err(io::ErrorKind::ConnectionReset.into());
         assert_eq!(classifier.classify(&reset), Verdict::TRANSIENT);
+        // O7, B13: refused, however deep in the error's sources.
+        let refused = TransportError::new(io::Error::from(io::ErrorKind::ConnectionRefused));
+        let refused: Result<Response<()>, TransportError> = Err(refused);
+        assert_eq!(classifier.classify(&refused), Verdict::Unreachable);
     }
 
     #[test]

@@ -26,7 +26,8 @@
 //! | `502`, `503`, `504` without `grpc-status` | `Transient` (the gRPC spec: `UNAVAILABLE`) | yes |
 //! | `429` without `grpc-status` | `Throttled`, as over plain HTTP (the gRPC spec: `UNAVAILABLE`) | yes |
 //! | any other HTTP status without `grpc-status` | `Permanent` | no |
-//! | `Err(_)`: the connection failed, the stream was reset | `Transient` | yes |
+//! | `Err(_)` whose connection was refused: nothing listened | `Unreachable` | yes: spread over the time left (O7), and a retry refused gets its token back (B13) |
+//! | any other `Err(_)`: the connection failed, the stream was reset | `Transient` | yes |
 //! | a retryable code with `x-nresilience-overloaded: 1` | `Overloaded { retry_after }` | no: the hop refused its own call for overload (C1) |
 //! | a code that would be retried, with `x-nresilience-retried: N` | `RetriedBelow` | no: the hop retried already (C6) |
 //!
