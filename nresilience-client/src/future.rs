@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body;
 use nresilience_core::call::{Attempt, Call, FlightEvent, Flights, Step};
-use nresilience_core::{clock, nesting, Classify, RetryError};
+use nresilience_core::{clock, nesting, Classify, RetryError, Verdict};
 use pin_project_lite::pin_project;
 use tower::Service;
 use tracing::Span;
@@ -197,7 +197,7 @@ where
                         send(&mut this, attempt, false);
                         continue;
                     }
-                    Err(error) => finish(&mut this, attempt, &Span::none(), Err(error)),
+                    Err(error) => not_ready(&mut this, attempt, error),
                 }
             }
             State::Running { held_hedge } => {
@@ -353,6 +353,29 @@ where
         response.status()
     });
     request::answered(this.call, attempt, span, status, verdict, result)
+}
+
+/// Hands the call a retry that was never sent: its service failed to get ready with `error`.
+/// The classifier's verdict on the error stands, but a transient one is
+/// [`Unreachable`](Verdict::Unreachable): the dependency never saw the attempt, so its token
+/// goes back and the retries after it are spread over the time the call has left (B13, O7).
+#[cold]
+fn not_ready<S, C, B, ResB, Error>(
+    this: &mut ResponseFutureProj<'_, S, C, B>,
+    attempt: Attempt,
+    error: Error,
+) -> Step<Response<ResB>, TransportError>
+where
+    S: Service<Request<RetryBody>, Response = Response<ResB>>,
+    C: Classify<Result<Response<ResB>, TransportError>>,
+    Error: Into<BoxError>,
+{
+    let result = Err(TransportError::new(error));
+    let verdict = match this.classifier.classify(&result) {
+        Verdict::Transient { .. } => Verdict::Unreachable,
+        verdict => verdict,
+    };
+    request::answered(this.call, attempt, &Span::none(), None, verdict, result)
 }
 
 impl<S, C, B> ResponseFuture<S, C, B>

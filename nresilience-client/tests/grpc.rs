@@ -9,6 +9,10 @@
 #![cfg(feature = "grpc")]
 #![allow(clippy::unwrap_used)]
 
+// The behaviour suite is not run here.
+#[allow(unused_macros, unused_imports)]
+mod support;
+
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
@@ -22,10 +26,8 @@ use bytes::{Buf, BufMut, Bytes};
 use http::uri::PathAndQuery;
 use nresilience_client::grpc::{self, GrpcRetry};
 use nresilience_client::{wire, Attempts, TransportError};
-use nresilience_core::{
-    Backoff, BudgetOptions, Hedge, Jitter, RetryBudget, RetryError, RetryPolicy,
-    RetryPolicyBuilder, StopReason,
-};
+use nresilience_core::{Hedge, RetryError, RetryPolicyBuilder, StopReason};
+use support::{one_token, policy};
 use tokio::time::Instant;
 use tonic::body::Body;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder, Streaming};
@@ -226,24 +228,6 @@ fn server(answers: &[Answer]) -> (SocketAddr, Script) {
 }
 
 // ===== the client =====
-
-fn policy() -> RetryPolicyBuilder {
-    RetryPolicy::builder()
-        .attempt_timeout(None)
-        .deadline(None)
-        .attempt_ceiling(None)
-        .backoff(Backoff::default().with_jitter(Jitter::None))
-}
-
-/// Retries at once, from a budget of one token that only successes refill.
-fn one_token() -> RetryPolicyBuilder {
-    let options = BudgetOptions::default()
-        .minimum_per_second(0.0)
-        .capacity(1.0);
-    policy()
-        .backoff(Backoff::none())
-        .budget(RetryBudget::automatic().with_options(options))
-}
 
 /// A channel to `addr` with the retry layer in front: the one line a user writes.
 fn channel(addr: SocketAddr, policy: RetryPolicyBuilder) -> GrpcRetry<Channel> {

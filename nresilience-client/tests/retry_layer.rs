@@ -26,7 +26,7 @@ use nresilience_client::{
 };
 use nresilience_core::{RetryError, RetryPolicyBuilder};
 use support::driver::{Driver, NestingProbe, Outbound, Reply, Setup};
-use support::{marked, policy, server, unmarked};
+use support::{marked, one_token, policy, server, unmarked};
 use tower::{Layer, Service, ServiceExt};
 
 support::suite::behaviour_suite!(Tower);
@@ -214,7 +214,6 @@ async fn hg1_a_hedge_waits_for_a_busy_service_and_the_call_still_ends() {
 async fn b13_a_retry_dropped_while_its_service_is_not_ready_returns_its_token() {
     use std::time::Duration;
 
-    use nresilience_core::{Backoff, BudgetOptions, RetryBudget};
     use support::slow_server;
 
     let ms = Duration::from_millis;
@@ -228,17 +227,7 @@ async fn b13_a_retry_dropped_while_its_service_is_not_ready_returns_its_token() 
         HyperClient::builder(TokioExecutor::new()).build(HttpConnector::new()),
         1,
     );
-    // One token, refilled by successes only.
-    let budget = RetryBudget::automatic().with_options(
-        BudgetOptions::default()
-            .minimum_per_second(0.0)
-            .capacity(1.0),
-    );
-    let policy = policy()
-        .backoff(Backoff::none())
-        .budget(budget)
-        .build()
-        .unwrap();
+    let policy = one_token().build().unwrap();
     let retry = RetryLayer::new(policy).layer(inner);
     let a = tokio::time::timeout(ms(700), retry.clone().oneshot(request(Outbound::get(addr))));
     // B asks for the service while A's first attempt holds it, so it has it next: A's retry
@@ -256,4 +245,36 @@ async fn b13_a_retry_dropped_while_its_service_is_not_ready_returns_its_token() 
         .expect("C's retry was paid with A's token, not refused by the budget");
     assert_eq!(c.status(), 200);
     assert_eq!(script.requests(), 4, "A's retry never reached the server");
+}
+
+/// A retry whose service fails to get ready — tower's `Buffer` once its worker has stopped —
+/// was never sent: it gets its token back, and the retries after it go on (B13, O7).
+#[tokio::test]
+async fn b13_o7_a_retry_its_service_failed_to_get_ready_for_returns_its_token() {
+    use std::time::Duration;
+
+    use nresilience_core::StopReason;
+    use support::slow_server;
+
+    let (addr, script) = slow_server(vec![(503, None, Duration::from_millis(300))]);
+    let client = HyperClient::builder(TokioExecutor::new()).build(HttpConnector::new());
+    let (buffer, worker) = tower::buffer::Buffer::pair(client, 8);
+    let worker = tokio::spawn(worker);
+    let policy = one_token().build().unwrap();
+    let retry = RetryLayer::new(policy).layer(buffer);
+    let call = retry.oneshot(request(Outbound::get(addr)));
+    // The worker stops while the first attempt is out: every retry finds the buffer closed.
+    let stop = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        worker.abort();
+    };
+    let (error, ()) = tokio::join!(call, stop);
+    let error = error.unwrap_err();
+    assert_eq!(
+        error.reason(),
+        StopReason::AttemptsExhausted,
+        "each retry's token came back: {error:?}"
+    );
+    assert_eq!(error.attempts(), 3);
+    assert_eq!(script.requests(), 1, "no retry reached the server");
 }

@@ -13,7 +13,7 @@ use axum::routing::any;
 use axum::Router;
 use bytes::Bytes;
 use nresilience_client::wire;
-use nresilience_core::{Backoff, Jitter, RetryPolicy};
+use nresilience_core::{Backoff, BudgetOptions, Jitter, RetryBudget, RetryPolicy};
 
 pub mod driver;
 pub mod spans;
@@ -145,6 +145,16 @@ pub fn policy() -> nresilience_core::RetryPolicyBuilder {
         .deadline(None)
         .attempt_ceiling(None)
         .backoff(Backoff::default().with_jitter(Jitter::None))
+}
+
+/// [`policy`] retrying at once, from a budget of one token that only successes refill.
+pub fn one_token() -> nresilience_core::RetryPolicyBuilder {
+    let options = BudgetOptions::default()
+        .minimum_per_second(0.0)
+        .capacity(1.0);
+    policy()
+        .backoff(Backoff::none())
+        .budget(RetryBudget::automatic().with_options(options))
 }
 
 impl Script {
