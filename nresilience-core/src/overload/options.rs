@@ -13,7 +13,9 @@ pub enum LimitAlgorithm {
     /// No limit until, for two windows, what is sent outruns what the dependency answers, or
     /// callers give up on more than a fifth of the attempts that end (a queue), then the work
     /// held at that moment, lower while work still accumulates: a dependency that is slower
-    /// but keeps pace is never limited, however high its latency.
+    /// but keeps pace is not limited once its attempts in flight match its latency. While they
+    /// ramp up, for about that latency and a window, work accumulates too: a dependency whose
+    /// attempts take about the window or longer is limited at first (docs/overload.md).
     /// A bound limit is raised now and then and keeps the raise only if the dependency then
     /// finishes more. The default (O5).
     #[default]
