@@ -26,7 +26,8 @@ const ACCUMULATING: f64 = 1.25;
 
 /// How many slots in a row work must accumulate before the limit binds: two windows. A
 /// slowdown with no queue behind it accumulates only until the attempts in flight match the
-/// new latency, for about that latency and one window.
+/// new latency, for about that latency and one window; while that is longer, the dependency
+/// finishes more window after window, and those slots do not count.
 const ENGAGE_SLOTS: u32 = 2 * SLOTS;
 
 /// Work is no longer accumulating below this.
@@ -192,6 +193,10 @@ impl Limit {
         let state = &mut self.accumulation;
         if !state.engaged {
             let growing = accumulation.is_some_and(|a| a > ACCUMULATING);
+            // A ramp is not a queue, nor proof against one: it neither counts nor resets.
+            if growing && (window.finishing_more() || !window.finished_any()) {
+                return;
+            }
             state.growing = if growing { state.growing + 1 } else { 0 };
             if state.growing >= ENGAGE_SLOTS {
                 *state = Accumulation {
@@ -225,8 +230,9 @@ impl Limit {
             return;
         }
         // Still accumulating under the limit: what it admits is cut or abandoned before it is
-        // answered, work the dependency does for nobody. Lower it until that stops.
-        if accumulation.is_some_and(|a| a > KEEPING_PACE) {
+        // answered, work the dependency does for nobody. Lower it until that stops — not while
+        // the dependency finishes more than a window ago: the answers of a ramp are still due.
+        if accumulation.is_some_and(|a| a > KEEPING_PACE) && !window.finishing_more() {
             self.value = (self.value * BACKOFF_RATIO).clamp(self.floor, self.max);
             state.binding = 0;
             return;

@@ -18,9 +18,9 @@
 //!   then the work held, lower while work still accumulates, never below a floor, raised when
 //!   a raise lets the dependency finish more, and let go after a calm window. A dependency
 //!   that is slower but keeps pace is not limited, which no latency-based limit
-//!   ([`LimitAlgorithm`]'s others) can tell from a queue — once its attempts in flight match
-//!   its latency: one whose attempts take about the window or longer is limited while they
-//!   ramp up (docs/overload.md, "Default: on").
+//!   ([`LimitAlgorithm`]'s others) can tell from a queue; nor is the ramp of its attempts in
+//!   flight up to a latency of seconds, in which the dependency finishes more window after
+//!   window where a queue finishes the same.
 //! - **O6, criticality under the limit.** Sheddable attempts may fill half of it, normal ones
 //!   all but a tenth, which critical ones keep.
 //! - **O7, attempts that last as long as the caller waits.** An attempt over the limit waits

@@ -13,9 +13,10 @@ pub enum LimitAlgorithm {
     /// No limit until, for two windows, what is sent outruns what the dependency answers, or
     /// callers give up on more than a fifth of the attempts that end (a queue), then the work
     /// held at that moment, lower while work still accumulates: a dependency that is slower
-    /// but keeps pace is not limited once its attempts in flight match its latency. While they
-    /// ramp up, for about that latency and a window, work accumulates too: a dependency whose
-    /// attempts take about the window or longer is limited at first (docs/overload.md).
+    /// but keeps pace is not limited, however high its latency. While its attempts in flight
+    /// ramp up to a latency of seconds, what is sent outruns what is answered too, but a ramp
+    /// finishes more window after window where a queue finishes the same: those windows, and
+    /// those before the dependency is first seen to finish anything, do not count.
     /// A bound limit is raised now and then and keeps the raise only if the dependency then
     /// finishes more. The default (O5).
     #[default]

@@ -212,8 +212,12 @@ fn e5_o1_the_ceiling_is_lengthened_by_the_wait_beyond_a_typical_attempt() {
 
 #[test]
 fn e5_o1_o5_a_stall_is_no_queue_and_is_bounded_by_the_limit_once_work_accumulates() {
-    let start = Instant::now();
-    let tracker = LoadTracker::new(OverloadControl::new(), start);
+    let origin = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new(), origin);
+    // A dependency seen to answer, in the window before.
+    let seen = tracker.admit(origin, None, Criticality::Normal).unwrap();
+    tracker.answered(seen.ticket, ms(10), Answer::Served, origin + ms(10));
+    let start = origin + Duration::from_secs(1);
     // Forty attempts sent and none answered for a whole window: a stall.
     for _ in 0..40 {
         tracker.admit(start, None, Criticality::Normal).unwrap();
@@ -258,6 +262,45 @@ fn e5_o1_o5_a_stall_is_no_queue_and_is_bounded_by_the_limit_once_work_accumulate
         .admit(now, Some(ms(500)), Criticality::Normal)
         .unwrap_err();
     assert_eq!(refused.cause, SaturatedBy::Limit);
+}
+
+/// The limits a dependency answering every attempt after `latency` has over `seconds` of 100
+/// calls a second (ten a slot), from the tracker's first attempt, and the calls refused.
+fn steady(latency: Duration, seconds: u32) -> (Vec<u32>, usize) {
+    let start = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new(), start);
+    let mut held = std::collections::VecDeque::new();
+    let (mut limits, mut refused) = (Vec::new(), 0);
+    for slot in 0..seconds * 10 {
+        let now = start + ms(100) * slot;
+        while held.front().is_some_and(|&(sent, _)| sent + latency <= now) {
+            let (_, ticket) = held.pop_front().unwrap();
+            tracker.answered(ticket, latency, Answer::Served, now);
+        }
+        for _ in 0..10 {
+            match tracker.admit(now, Some(Duration::from_secs(30)), Criticality::Normal) {
+                Ok(admission) => held.push_back((now, admission.ticket)),
+                Err(_) => refused += 1,
+            }
+        }
+        limits.push(tracker.limit(now));
+    }
+    (limits, refused)
+}
+
+#[test]
+fn o5_a_dependency_whose_attempts_take_seconds_is_not_limited_while_they_ramp_up() {
+    // The attempts in flight ramp up to 100 a second times the latency: sent outruns answered
+    // for that long, and then the dependency finishes more window after window until it
+    // keeps pace. Neither a dependency not yet seen to finish anything nor one finishing more
+    // each window is a queue.
+    for latency in [ms(600), ms(1_500), ms(3_000), ms(8_000)] {
+        let (limits, refused) = steady(latency, 20);
+        assert!(
+            limits.iter().all(|&limit| limit == 1_000) && refused == 0,
+            "{latency:?}: {refused} refused, {limits:?}"
+        );
+    }
 }
 
 /// The limit each 100 ms slot of four seconds ends with, for a queue 600 deep whose callers

@@ -113,6 +113,12 @@ pub(super) struct Window {
     recent: Pace,
     /// Busy time under way, counted when it ends or its slot does.
     busy: Option<Busy>,
+    /// The completions of the window that ended as each slot began, by the slot's index.
+    earlier: [(u64, u64); SLOTS as usize],
+    /// Whether the last window finished more than the one before it, by more than chance.
+    finishing_more: bool,
+    /// Whether a finished slot has counted a completion yet.
+    finished_any: bool,
 }
 
 /// The place in the ring of the slot of `index`.
@@ -141,6 +147,9 @@ impl Window {
             finished: Pace::default(),
             recent: Pace::default(),
             busy: None,
+            earlier: [(u64::MAX, 0); SLOTS as usize],
+            finishing_more: false,
+            finished_any: false,
         }
     }
 
@@ -193,6 +202,18 @@ impl Window {
         self.filling = Slot::new(index, 0);
         self.finished = self.pace_before(u64::from(SLOTS));
         self.recent = self.pace_before(RECENT_SLOTS);
+        // The window before this one ended a window ago, its completions recorded then. Only
+        // whole windows compare: the first ones of a tracker hold fewer slots.
+        let before = &mut self.earlier[place(index)];
+        let then = index.wrapping_sub(u64::from(SLOTS));
+        let previous = (index >= 2 * u64::from(SLOTS) && before.0 == then).then_some(before.1);
+        *before = (index, self.finished.completions);
+        self.finished_any |= self.finished.completions > 0;
+        self.finishing_more = previous.is_some_and(|previous| {
+            let latest = self.finished.completions as f64;
+            let previous = previous as f64;
+            latest > previous + 2.0 * (latest + previous).sqrt()
+        });
         Some(finished)
     }
 
@@ -395,6 +416,21 @@ impl Window {
             0 => Some(f64::INFINITY),
             answers => Some(outran as f64 / answers as f64),
         }
+    }
+
+    /// Whether the dependency finished more over the last window than over the window before
+    /// it, by more than chance (two standard deviations of the two counts): work that looks
+    /// like accumulating is then still on its way back — the attempts in flight ramping up to
+    /// a latency of the order of the window — where a queue finishes the same, window after
+    /// window, whatever it is sent.
+    pub(super) fn finishing_more(&self) -> bool {
+        self.finishing_more
+    }
+
+    /// Whether the dependency has been seen to finish anything: before, nothing tells work
+    /// accumulating from attempts that take longer than the time they have had.
+    pub(super) fn finished_any(&self) -> bool {
+        self.finished_any
     }
 
     /// Whether attempts were awaited for a slot and more of the last window and none left:

@@ -76,3 +76,41 @@ proptest! {
         prop_assert_eq!(counted.busy_nanos, length * 1_000);
     }
 }
+
+/// A window whose slots each finish `per_slot[i]` attempts, slot after slot from its origin:
+/// whether it is finishing more after each.
+fn finishing(per_slot: &[u32]) -> Vec<bool> {
+    let origin = Instant::now();
+    let mut window = Window::new(Duration::from_secs(1), origin);
+    per_slot
+        .iter()
+        .enumerate()
+        .map(|(slot, &count)| {
+            window.completed(count);
+            window.advance(origin + Duration::from_millis(100) * (slot as u32 + 1));
+            window.finishing_more()
+        })
+        .collect()
+}
+
+#[test]
+fn o5_a_window_finishing_more_than_the_one_before_by_more_than_chance_is_finishing_more() {
+    // Ten a slot throughout: the same, window after window.
+    assert!(finishing(&[10; 40]).iter().all(|&more| !more));
+    // A ramp from one to ten a slot over three seconds: more than a window ago, once there
+    // are two whole windows to compare.
+    let ramp: Vec<u32> = (0..30).map(|slot| 1 + slot / 3).collect();
+    let more = finishing(&ramp);
+    assert!(
+        more[..19].iter().all(|&more| !more),
+        "no whole window before: {more:?}"
+    );
+    assert!(more[19..].iter().all(|&more| more), "{more:?}");
+    // Chance: 100 a window, then 120 (within two standard deviations, 2√220 ≈ 30), then 140.
+    let mut noisy = vec![10; 20];
+    noisy.extend([12; 10]);
+    assert!(!finishing(&noisy)[29]);
+    noisy.truncate(20);
+    noisy.extend([14; 10]);
+    assert!(finishing(&noisy)[29]);
+}
