@@ -265,8 +265,14 @@ fn e5_o1_o5_a_stall_is_no_queue_and_is_bounded_by_the_limit_once_work_accumulate
 }
 
 /// The limits a dependency answering every attempt after `latency` has over `seconds` of 100
-/// calls a second (ten a slot), from the tracker's first attempt, and the calls refused.
+/// calls a second (ten a slot), each with 30 s left, from the tracker's first attempt, and the
+/// calls refused.
 fn steady(latency: Duration, seconds: u32) -> (Vec<u32>, usize) {
+    steady_within(latency, seconds, Duration::from_secs(30))
+}
+
+/// [`steady`], each call with `left` to wait.
+fn steady_within(latency: Duration, seconds: u32, left: Duration) -> (Vec<u32>, usize) {
     let start = Instant::now();
     let tracker = LoadTracker::new(OverloadControl::new(), start);
     let mut held = std::collections::VecDeque::new();
@@ -278,7 +284,7 @@ fn steady(latency: Duration, seconds: u32) -> (Vec<u32>, usize) {
             tracker.answered(ticket, latency, Answer::Served, now);
         }
         for _ in 0..10 {
-            match tracker.admit(now, Some(Duration::from_secs(30)), Criticality::Normal) {
+            match tracker.admit(now, Some(left), Criticality::Normal) {
                 Ok(admission) => held.push_back((now, admission.ticket)),
                 Err(_) => refused += 1,
             }
@@ -300,6 +306,19 @@ fn o5_a_dependency_whose_attempts_take_seconds_is_not_limited_while_they_ramp_up
             limits.iter().all(|&limit| limit == 1_000) && refused == 0,
             "{latency:?}: {refused} refused, {limits:?}"
         );
+    }
+}
+
+#[test]
+fn o1_a_dependency_whose_attempts_take_seconds_is_not_refused_while_they_ramp_up() {
+    // While the attempts in flight ramp up, the dependency has finished only those sent a
+    // latency ago: the pace counts the busy time of the whole ramp over them, and the work
+    // held at that pace looks like a wait of many latencies. Callers waiting twice the latency
+    // lose nothing, then or once it has settled (its pace then one attempt per 10 ms: the
+    // 100 a second times the latency held wait a latency).
+    for latency in [ms(600), ms(1_500), ms(3_000), ms(8_000)] {
+        let (_, refused) = steady_within(latency, 30, latency * 2);
+        assert_eq!(refused, 0, "{latency:?}");
     }
 }
 

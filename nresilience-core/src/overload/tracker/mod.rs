@@ -329,8 +329,9 @@ impl State {
             // A dependency that finishes nothing gives no wait to judge by: a stall is bounded
             // by the limit, once work has accumulated long enough to engage it, not by O1.
             let wait = self.queue_wait(held);
-            // Nobody waits for an attempt that cannot be served in time, limit or none (O1).
-            if left.zip(wait).is_some_and(|(left, wait)| wait > left) {
+            // Nobody waits for an attempt that cannot be served in time, limit or none (O1),
+            // once the pace says how long that is: not while the dependency ramps up.
+            if left.zip(wait).is_some_and(|(left, wait)| wait > left) && self.window.settled() {
                 return Err(self.refuse(wait, SaturatedBy::Wait, 0));
             }
             let ahead = held.saturating_add(u32::try_from(newer).unwrap_or(u32::MAX));

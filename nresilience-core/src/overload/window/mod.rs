@@ -119,6 +119,11 @@ pub(super) struct Window {
     finishing_more: bool,
     /// Whether a finished slot has counted a completion yet.
     finished_any: bool,
+    /// Whether the dependency has been seen done ramping up since it last went a window
+    /// without work.
+    settled: bool,
+    /// The slot from which every window has had work.
+    working_from: u64,
 }
 
 /// The place in the ring of the slot of `index`.
@@ -150,6 +155,8 @@ impl Window {
             earlier: [(u64::MAX, 0); SLOTS as usize],
             finishing_more: false,
             finished_any: false,
+            settled: false,
+            working_from: 0,
         }
     }
 
@@ -214,6 +221,17 @@ impl Window {
             let previous = previous as f64;
             latest > previous + 2.0 * (latest + previous).sqrt()
         });
+        // Settled until a window without work: what comes after ramps up again.
+        if self.finished.busy_nanos == 0 {
+            self.working_from = index;
+        }
+        let compared = previous.is_some()
+            && index >= self.working_from.saturating_add(2 * u64::from(SLOTS))
+            && self.finished.completions > 0;
+        // A dependency answering within a slot ramps up within one: its pace is near enough.
+        let quick = self.finished.completions > 0 && self.mean().is_some_and(|m| m <= self.slot);
+        self.settled = (self.settled || quick || compared && !self.finishing_more)
+            && self.finished.busy_nanos > 0;
         Some(finished)
     }
 
@@ -425,6 +443,16 @@ impl Window {
     /// window, whatever it is sent.
     pub(super) fn finishing_more(&self) -> bool {
         self.finishing_more
+    }
+
+    /// Whether the dependency has been seen done ramping up, with work in every window since:
+    /// its attempts answered within a slot on average (a ramp as short as that biases nothing),
+    /// or two whole windows of work compared, the latest finishing something and no more than
+    /// the one before beyond chance. Until then what it finishes lags what it was sent by up to
+    /// a latency, and its pace undercounts how fast it works: the work ahead at that pace is no
+    /// expected wait. A window without work starts the next ramp.
+    pub(super) fn settled(&self) -> bool {
+        self.settled
     }
 
     /// Whether the dependency has been seen to finish anything: before, nothing tells work
