@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::options::{LimitAlgorithm, OverloadControl};
-use super::window::{Slot, Window, SLOTS};
+use super::window::{Slot, Window, KEEPING_PACE, SLOTS};
 
 /// Latency up to this many times its long-run average is "near" it: the spread of a healthy
 /// dependency, not a queue (Gradient2's default `rttTolerance`).
@@ -29,9 +29,6 @@ const ACCUMULATING: f64 = 1.25;
 /// new latency, for about that latency and one window; while that is longer, the dependency
 /// finishes more window after window, and those slots do not count.
 const ENGAGE_SLOTS: u32 = 2 * SLOTS;
-
-/// Work is no longer accumulating below this.
-const KEEPING_PACE: f64 = 1.1;
 
 /// How long the limit must go unneeded — nothing refused, nothing accumulating — before it
 /// lets go: one window.

@@ -6,6 +6,10 @@ use std::time::{Duration, Instant};
 /// Slots per window: the limit adapts once per slot.
 pub(super) const SLOTS: u32 = 10;
 
+/// Work is no longer accumulating below this [`Window::accumulation`]: the dependency answers
+/// what it is sent, within a tenth.
+pub(super) const KEEPING_PACE: f64 = 1.1;
+
 /// The slots the recent completion rate counts: a third of the window.
 const RECENT_SLOTS: u64 = 3;
 
@@ -230,7 +234,9 @@ impl Window {
             && self.finished.completions > 0;
         // A dependency answering within a slot ramps up within one: its pace is near enough.
         let quick = self.finished.completions > 0 && self.mean().is_some_and(|m| m <= self.slot);
-        self.settled = (self.settled || quick || compared && !self.finishing_more)
+        // Done ramping up: no more finished than a window ago, and what is sent answered.
+        let keeping_pace = self.accumulation().is_some_and(|a| a <= KEEPING_PACE);
+        self.settled = (self.settled || quick || compared && !self.finishing_more && keeping_pace)
             && self.finished.busy_nanos > 0;
         Some(finished)
     }
@@ -447,10 +453,11 @@ impl Window {
 
     /// Whether the dependency has been seen done ramping up, with work in every window since:
     /// its attempts answered within a slot on average (a ramp as short as that biases nothing),
-    /// or two whole windows of work compared, the latest finishing something and no more than
-    /// the one before beyond chance. Until then what it finishes lags what it was sent by up to
-    /// a latency, and its pace undercounts how fast it works: the work ahead at that pace is no
-    /// expected wait. A window without work starts the next ramp.
+    /// or two whole windows of work compared, the latest finishing something, no more than the
+    /// one before beyond chance, and answering what it was sent (within a tenth). Until then what
+    /// it finishes lags what it was sent by up to a latency, and its pace undercounts how fast it
+    /// works: the work ahead at that pace is no expected wait. A window without work starts the
+    /// next ramp.
     pub(super) fn settled(&self) -> bool {
         self.settled
     }

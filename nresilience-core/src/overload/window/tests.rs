@@ -115,10 +115,10 @@ fn o5_a_window_finishing_more_than_the_one_before_by_more_than_chance_is_finishi
     assert!(finishing(&noisy)[29]);
 }
 
-/// A window whose slots each are busy throughout and finish `per_slot[i]` attempts, each
-/// answered after `latency`, or have no work at all (`None`), slot after slot from its origin:
-/// whether it is settled after each.
-fn settling(per_slot: &[Option<u32>], latency: Duration) -> Vec<bool> {
+/// A window whose slots each are busy throughout, are sent `sent` attempts and finish
+/// `per_slot[i]`, each answered after `latency`, or have no work at all (`None`), slot after
+/// slot from its origin: whether it is settled after each.
+fn settling(per_slot: &[Option<u32>], sent: u32, latency: Duration) -> Vec<bool> {
     let origin = Instant::now();
     let mut window = Window::new(Duration::from_secs(1), origin);
     let slot = Duration::from_millis(100);
@@ -129,8 +129,12 @@ fn settling(per_slot: &[Option<u32>], latency: Duration) -> Vec<bool> {
             let begin = origin + slot * index;
             if let Some(count) = count {
                 window.busy_from(begin, u64::from(index));
+                for _ in 0..sent {
+                    window.sent(sent);
+                }
                 window.completed(count);
                 for _ in 0..count {
+                    window.answered();
                     window.latency(nanos(latency), false);
                 }
                 window.idle(begin + slot, u64::from(index), Some(nanos(slot)));
@@ -142,30 +146,37 @@ fn settling(per_slot: &[Option<u32>], latency: Duration) -> Vec<bool> {
 }
 
 #[test]
-fn o1_a_window_is_settled_once_two_whole_windows_finish_alike_until_one_has_no_work() {
+fn o1_a_window_is_settled_once_what_it_answers_keeps_pace_until_a_window_has_no_work() {
     // Attempts of a second, ten a slot throughout: settled as soon as two whole windows compare.
     let second = Duration::from_secs(1);
-    let steady = settling(&[Some(10); 30], second);
+    let steady = settling(&[Some(10); 30], 10, second);
     assert!(steady[..19].iter().all(|&settled| !settled), "{steady:?}");
     assert!(steady[19..].iter().all(|&settled| settled), "{steady:?}");
     // A ramp from one to ten a slot over three seconds, then ten a slot: not while it
     // finishes more, window after window; settled once it stops.
     let mut slots: Vec<_> = (0..30).map(|slot| Some(1 + slot / 3)).collect();
     slots.extend([Some(10); 20]);
-    let ramp = settling(&slots, second);
+    let ramp = settling(&slots, 10, second);
     let from = ramp.iter().position(|&settled| settled).unwrap();
     assert!((30..40).contains(&from), "{ramp:?}");
     assert!(ramp[from..].iter().all(|&settled| settled), "{ramp:?}");
+    // The first answers of a ramp, a few against none a window before: not more than chance
+    // allows, but what is sent outruns them tenfold.
+    let mut first = vec![Some(0); 20];
+    first.extend([Some(1); 5]);
+    let first = settling(&first, 10, second);
+    assert!(first.iter().all(|&settled| !settled), "{first:?}");
     // A window without work: what comes after ramps up again, and settles again once it stops.
     slots.extend([None; 10]);
     slots.extend((0..30).map(|slot| Some(1 + slot / 3)));
     slots.extend([Some(10); 20]);
-    let again = settling(&slots, second);
+    let again = settling(&slots, 10, second);
     let from = again[59..].iter().position(|&settled| settled).unwrap() + 59;
     assert!((90..100).contains(&from), "{again:?}");
     // Attempts answered within a slot ramp up within one: settled once one is finished.
     let quick = settling(
         &[None, None, Some(1), Some(1), Some(10)],
+        1,
         Duration::from_millis(20),
     );
     assert_eq!(quick, [false, false, true, true, true]);
