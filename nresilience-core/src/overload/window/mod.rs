@@ -226,19 +226,30 @@ impl Window {
             latest > previous + 2.0 * (latest + previous).sqrt()
         });
         // Settled until a window without work: what comes after ramps up again.
-        if self.finished.busy_nanos == 0 {
+        let working = self.finished.busy_nanos > 0;
+        if !working {
             self.working_from = index;
         }
-        let compared = previous.is_some()
-            && index >= self.working_from.saturating_add(2 * u64::from(SLOTS))
-            && self.finished.completions > 0;
-        // A dependency answering within a slot ramps up within one: its pace is near enough.
-        let quick = self.finished.completions > 0 && self.mean().is_some_and(|m| m <= self.slot);
-        // Done ramping up: no more finished than a window ago, and what is sent answered.
-        let keeping_pace = self.accumulation().is_some_and(|a| a <= KEEPING_PACE);
-        self.settled = (self.settled || quick || compared && !self.finishing_more && keeping_pace)
-            && self.finished.busy_nanos > 0;
+        self.settled = working && (self.settled || self.done_ramping(index, previous.is_some()));
         Some(finished)
+    }
+
+    /// Whether the window, now at `index` and `compared` with the whole one before it, shows
+    /// the dependency done ramping up: see [`settled`](Self::settled).
+    fn done_ramping(&self, index: u64, compared: bool) -> bool {
+        if self.finished.completions == 0 {
+            return false;
+        }
+        // A dependency answering within a slot ramps up within one: its pace is near enough.
+        if self.mean().is_some_and(|mean| mean <= self.slot) {
+            return true;
+        }
+        // Two whole windows of work: no more finished than a window ago, and what is sent
+        // answered.
+        compared
+            && index >= self.working_from.saturating_add(2 * u64::from(SLOTS))
+            && !self.finishing_more
+            && self.accumulation().is_some_and(|a| a <= KEEPING_PACE)
     }
 
     /// The pace over the `count` finished slots before the current one.
