@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::options::{LimitAlgorithm, OverloadControl};
-use super::window::{Slot, Window, KEEPING_PACE, SLOTS};
+use super::window::{Slot, Window, ACCUMULATING, KEEPING_PACE, SLOTS};
 
 /// Latency up to this many times its long-run average is "near" it: the spread of a healthy
 /// dependency, not a queue (Gradient2's default `rttTolerance`).
@@ -19,10 +19,6 @@ const LONG_SLOTS: f64 = 100.0;
 /// What AIMD multiplies the limit by when an attempt is cut (concurrency-limits' default), and
 /// the accumulation limit each slot work still accumulates under it.
 const BACKOFF_RATIO: f64 = 0.9;
-
-/// Work accumulates when what is sent, or what ends answered or given up on, outruns what
-/// the dependency answers by this much (see [`Window::accumulation`]): a quarter more.
-const ACCUMULATING: f64 = 1.25;
 
 /// How many slots in a row work must accumulate before the limit binds: two windows. A
 /// slowdown with no queue behind it accumulates only until the attempts in flight match the
@@ -191,7 +187,7 @@ impl Limit {
         if !state.engaged {
             let growing = accumulation.is_some_and(|a| a > ACCUMULATING);
             // A ramp is not a queue, nor proof against one: it neither counts nor resets.
-            if growing && (window.finishing_more() || !window.finished_any()) {
+            if growing && (window.finishing_more() || !window.finished_any() || window.ramping()) {
                 return;
             }
             state.growing = if growing { state.growing + 1 } else { 0 };

@@ -322,6 +322,65 @@ fn o1_a_dependency_whose_attempts_take_seconds_is_not_refused_while_they_ramp_up
     }
 }
 
+/// The limits each second ends with and the calls refused, for 30 s of a healthy dependency
+/// sent 100 attempts a second, one in `every` answered in 10 ms and the rest after `slow`,
+/// each call with `left` to wait (`None`: no deadline).
+fn bimodal(slow: Duration, every: u64, left: Option<Duration>) -> (Vec<u32>, usize) {
+    let start = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new(), start);
+    let mut held: Vec<(Instant, Duration, Ticket)> = Vec::new();
+    let (mut limits, mut refused) = (Vec::new(), 0);
+    // A fixed linear congruential sequence: the fast ones come at random, the same each run.
+    let mut random = every;
+    for slot in 0..300 {
+        let now = start + ms(100) * slot;
+        held.sort_by_key(|&(due, _, _)| std::cmp::Reverse(due));
+        while held.last().is_some_and(|&(due, _, _)| due <= now) {
+            let (_, latency, ticket) = held.pop().unwrap();
+            tracker.answered(ticket, latency, Answer::Served, now);
+        }
+        for _ in 0..10 {
+            random = random
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let latency = if (random >> 33).is_multiple_of(every) {
+                ms(10)
+            } else {
+                slow
+            };
+            match tracker.admit(now, left, Criticality::Normal) {
+                Ok(admission) => held.push((now + latency, latency, admission.ticket)),
+                Err(_) => refused += 1,
+            }
+        }
+        if slot % 10 == 9 {
+            limits.push(tracker.limit(now));
+        }
+    }
+    (limits, refused)
+}
+
+#[test]
+fn o5_o1_a_dependency_answering_a_share_fast_and_the_rest_in_seconds_is_not_limited_while_they_ramp_up(
+) {
+    // While the slower attempts ramp up, the dependency answers only its fast share: work
+    // accumulates as it would in a queue, and the pace counts the busy time of every attempt
+    // over those answers. A queue's answers soon wait for the work ahead of them; these stay
+    // fast until the slower share lands. Neither the limit (with no deadline) nor the expected
+    // wait (callers waiting twice the slower latency) refuses anything.
+    for slow in [ms(600), ms(1_500), ms(3_000), ms(8_000)] {
+        for every in [2, 5, 10, 20] {
+            let (limits, refused) = bimodal(slow, every, None);
+            assert!(
+                limits.iter().all(|&limit| limit == 1_000) && refused == 0,
+                "{slow:?}, one in {every} fast, no deadline: {refused} refused, {limits:?}"
+            );
+            let (_, refused) = bimodal(slow, every, Some(slow * 2));
+            assert_eq!(refused, 0, "{slow:?}, one in {every} fast");
+        }
+    }
+}
+
 /// The limit each 100 ms slot of four seconds ends with, for a queue 600 deep whose callers
 /// send no more than leaves it: each slot the dependency answers the oldest 10 attempts, the
 /// next 5 are given up on at their deadline (answered, when not `given_up`), and 5 new ones

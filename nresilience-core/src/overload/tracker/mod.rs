@@ -331,7 +331,9 @@ impl State {
             let wait = self.queue_wait(held);
             // Nobody waits for an attempt that cannot be served in time, limit or none (O1),
             // once the pace says how long that is: not while the dependency ramps up.
-            if left.zip(wait).is_some_and(|(left, wait)| wait > left) && self.window.settled() {
+            if left.zip(wait).is_some_and(|(left, wait)| wait > left)
+                && self.window.pace_tells_wait()
+            {
                 return Err(self.refuse(wait, SaturatedBy::Wait, 0));
             }
             let ahead = held.saturating_add(u32::try_from(newer).unwrap_or(u32::MAX));
@@ -429,6 +431,7 @@ impl State {
         }
         let finished = self.window.advance(now);
         if let Some(finished) = &finished {
+            self.window.weigh(self.held());
             self.limit
                 .adapt(finished, &self.window, self.held(), self.no_load.get());
         }

@@ -10,6 +10,17 @@ pub(super) const SLOTS: u32 = 10;
 /// what it is sent, within a tenth.
 pub(super) const KEEPING_PACE: f64 = 1.1;
 
+/// Work accumulates when what is sent, or what ends answered or given up on, outruns what
+/// the dependency answers by this much (see [`Window::accumulation`]): a quarter more.
+pub(super) const ACCUMULATING: f64 = 1.25;
+
+/// A window without an answer for this many of its usual gaps between answers is silent.
+const SILENT_GAPS: u64 = 5;
+
+/// Work held beyond this many times what was sent over the latency of the latest answers makes
+/// those answers survivors: see [`Window::ramping`].
+const SURVIVORS: f64 = 2.0;
+
 /// The slots the recent completion rate counts: a third of the window.
 const RECENT_SLOTS: u64 = 3;
 
@@ -126,6 +137,14 @@ pub(super) struct Window {
     /// Whether the dependency has been seen done ramping up since it last went a window
     /// without work.
     settled: bool,
+    /// The latest finished slot that answered anything.
+    answered_in: Option<u64>,
+    /// Whether the window's answers are a ramp's survivors, as the slot being filled began:
+    /// see [`ramping`](Self::ramping).
+    ramping: bool,
+    /// The slot until which the pace is no expected wait: see
+    /// [`pace_tells_wait`](Self::pace_tells_wait).
+    ramp_until: u64,
     /// The slot from which every window has had work.
     working_from: u64,
 }
@@ -160,6 +179,9 @@ impl Window {
             finishing_more: false,
             finished_any: false,
             settled: false,
+            answered_in: None,
+            ramping: false,
+            ramp_until: 0,
             working_from: 0,
         }
     }
@@ -231,6 +253,9 @@ impl Window {
             self.working_from = index;
         }
         self.settled = working && (self.settled || self.done_ramping(index, previous.is_some()));
+        if finished.answers > 0 {
+            self.answered_in = Some(current);
+        }
         Some(finished)
     }
 
@@ -471,6 +496,90 @@ impl Window {
     /// next ramp.
     pub(super) fn settled(&self) -> bool {
         self.settled
+    }
+
+    /// Whether the window, now at `index`, has gone without an answer for longer than
+    /// [`SILENT_GAPS`] of its usual gaps between answers: a stall, not a lull between the
+    /// answers of a dependency that answers few.
+    fn silent(&self, index: u64) -> bool {
+        let Some(answered_in) = self.answered_in else {
+            return true;
+        };
+        let slots = index.saturating_sub(answered_in + 1);
+        self.finished.answers == 0
+            || slots.saturating_mul(self.finished.answers) > SILENT_GAPS * u64::from(SLOTS)
+    }
+
+    /// Weighs the window's answers against the `held` attempts, as the slot being filled
+    /// begins: see [`ramping`](Self::ramping).
+    pub(super) fn weigh(&mut self, held: u32) {
+        let index = self.filling.index;
+        self.ramping = !self.silent(index)
+            && self.given_up_over_window() == 0
+            && self.accumulation().is_some_and(|a| a > ACCUMULATING)
+            && self.latest_latency().is_some_and(|latency| {
+                f64::from(held) > SURVIVORS * self.sent_within(latency).max(1.0)
+            });
+        if self.ramping {
+            self.ramp_until = index + RECENT_SLOTS;
+        }
+    }
+
+    /// Whether the window's answers are the survivors of a ramp: work accumulates, nobody has
+    /// given up on any of it, the dependency is not silent, and it holds more than twice what
+    /// it was sent over the latency of its latest answers. Work held is what was sent over the
+    /// time it spends (Little's law); in a queue, the attempt answered is the oldest and all
+    /// sent after it is held, so the latest answers' latency spans what is held. A ramp whose
+    /// slower attempts are still due answers only its fast share, and holds everything sent
+    /// since it began: the answers say nothing of what is held, and its pace counts the busy
+    /// time of every attempt over the fast share.
+    pub(super) fn ramping(&self) -> bool {
+        self.ramping
+    }
+
+    /// Whether the pace tells how long the work held takes: the window is
+    /// [`settled`](Self::settled), and has not been [`ramping`](Self::ramping) as the slot now
+    /// being filled or any of the [`RECENT_SLOTS`] before it began: once a ramp's slower share
+    /// lands, the recent pace counts it after as many slots.
+    pub(super) fn pace_tells_wait(&self) -> bool {
+        self.settled() && self.filling.index >= self.ramp_until
+    }
+
+    /// The attempts given up on over the window.
+    fn given_up_over_window(&self) -> u64 {
+        self.live().map(|slot| u64::from(slot.given_up)).sum()
+    }
+
+    /// The mean latency of the latest finished slot of the window with any.
+    fn latest_latency(&self) -> Option<Duration> {
+        self.finished_newest_first().find_map(Slot::mean)
+    }
+
+    /// What was sent over the last `span` of finished slots, the ones it covers whole and a
+    /// share of the one it ends in; no further back than the window.
+    fn sent_within(&self, span: Duration) -> f64 {
+        let mut left = span.as_secs_f64() / self.slot.as_secs_f64();
+        let mut sent = 0.0;
+        for slot in self.finished_newest_first() {
+            if left <= 0.0 {
+                break;
+            }
+            sent += f64::from(slot.sent.saturating_sub(slot.dropped)) * left.min(1.0);
+            left -= 1.0;
+        }
+        sent
+    }
+
+    /// The window's finished slots, the latest first, skipping those no event fell in while
+    /// nothing was awaited.
+    fn finished_newest_first(&self) -> impl Iterator<Item = &Slot> {
+        let current = self.filling.index;
+        (current.saturating_sub(u64::from(SLOTS))..current)
+            .rev()
+            .filter_map(move |index| {
+                let slot = &self.slots[place(index)];
+                (slot.index == index).then_some(slot)
+            })
     }
 
     /// Whether the dependency has been seen to finish anything: before, nothing tells work

@@ -181,3 +181,138 @@ fn o1_a_window_is_settled_once_what_it_answers_keeps_pace_until_a_window_has_no_
     );
     assert_eq!(quick, [false, false, true, true, true]);
 }
+
+/// Fills the slot of `index` of `window`, from its origin: busy throughout, sent `sent`
+/// attempts, answered and finished `answers`, each after `latency`, `given_up` given up on;
+/// then moves to the next, `held` attempts held as it begins.
+struct Fill {
+    sent: u32,
+    answers: u32,
+    latency: Duration,
+    given_up: u32,
+    held: u32,
+}
+
+fn fill(window: &mut Window, origin: Instant, index: u32, fill: &Fill) {
+    let slot = Duration::from_millis(100);
+    let begin = origin + slot * index;
+    window.busy_from(begin, u64::from(index));
+    for _ in 0..fill.sent {
+        window.sent(fill.held);
+    }
+    window.completed(fill.answers);
+    for _ in 0..fill.answers {
+        window.answered();
+        window.latency(nanos(fill.latency), false);
+    }
+    for _ in 0..fill.given_up {
+        window.given_up();
+    }
+    window.idle(begin + slot, u64::from(index), Some(nanos(slot)));
+    window.advance(begin + slot);
+    window.weigh(fill.held);
+}
+
+/// The slot of `index` of a ramp from idle: ten sent, one answered in 10 ms, the rest held;
+/// `given_up` given up on.
+fn ramp(index: u32, given_up: u32) -> Fill {
+    Fill {
+        sent: 10,
+        answers: 1,
+        latency: Duration::from_millis(10),
+        given_up,
+        held: 9 * (index + 1),
+    }
+}
+
+#[test]
+fn o1_o5_a_window_holding_what_it_was_sent_long_before_its_answers_is_a_ramp() {
+    let origin = Instant::now();
+    // Ten sent a slot, one answered in 10 ms, the rest held: the answers are survivors, the
+    // pace no expected wait, the window settled or not.
+    let mut window = Window::new(Duration::from_secs(1), origin);
+    for index in 0..15 {
+        fill(&mut window, origin, index, &ramp(index, 0));
+        assert!(window.ramping() && !window.pace_tells_wait(), "{index}");
+    }
+    assert!(window.settled());
+    // The slower share lands, a second each, the work held what a second sends: the pace
+    // tells the wait once the recent slots count it.
+    for index in 15..15 + RECENT_SLOTS as u32 {
+        let landed = Fill {
+            sent: 10,
+            answers: 10,
+            latency: Duration::from_secs(1),
+            given_up: 0,
+            held: 100,
+        };
+        fill(&mut window, origin, index, &landed);
+        assert!(!window.ramping(), "{index}");
+        let counted = index == 14 + RECENT_SLOTS as u32;
+        assert_eq!(window.pace_tells_wait(), counted, "{index}");
+    }
+    // A queue filling from idle, ten sent a slot and five answered, first in first out: what
+    // it holds was sent after the attempt it answers, over that attempt's latency.
+    let mut queue = Window::new(Duration::from_secs(1), origin);
+    for index in 0..30 {
+        let latency = Duration::from_millis(50) * (index + 1);
+        let filling = Fill {
+            sent: 10,
+            answers: 5,
+            latency,
+            given_up: 0,
+            held: 5 * (index + 1),
+        };
+        fill(&mut queue, origin, index, &filling);
+        assert!(!queue.ramping(), "{index}");
+    }
+    // Survivors, but callers give up: work done for nobody, whatever the answers.
+    let mut given_up = Window::new(Duration::from_secs(1), origin);
+    for index in 0..15 {
+        fill(
+            &mut given_up,
+            origin,
+            index,
+            &ramp(index, u32::from(index == 5)),
+        );
+        // Until the window no longer holds it.
+        assert_eq!(given_up.ramping(), !(5..14).contains(&index), "{index}");
+    }
+}
+
+#[test]
+fn o5_a_window_without_an_answer_for_five_of_its_usual_gaps_is_silent() {
+    let origin = Instant::now();
+    let fast = Duration::from_millis(10);
+    let answering = |answers| Fill {
+        sent: 10,
+        answers,
+        latency: fast,
+        given_up: 0,
+        held: 0,
+    };
+    // A hundred answers a window: one slot without is twenty gaps.
+    let mut busy = Window::new(Duration::from_secs(1), origin);
+    for index in 0..10 {
+        fill(&mut busy, origin, index, &answering(10));
+    }
+    assert!(!busy.silent(busy.filling.index));
+    fill(&mut busy, origin, 10, &answering(0));
+    assert!(busy.silent(busy.filling.index));
+    // Two answers a window, one each five slots: not silent between them, nor until the
+    // window holds none.
+    let mut sparse = Window::new(Duration::from_secs(1), origin);
+    for index in 0..20 {
+        fill(
+            &mut sparse,
+            origin,
+            index,
+            &answering(u32::from(index % 5 == 0)),
+        );
+    }
+    for index in 20..26 {
+        assert!(!sparse.silent(sparse.filling.index), "{index}");
+        fill(&mut sparse, origin, index, &answering(0));
+    }
+    assert!(sparse.silent(sparse.filling.index));
+}
