@@ -186,8 +186,12 @@ impl Limit {
         let state = &mut self.accumulation;
         if !state.engaged {
             let growing = accumulation.is_some_and(|a| a > ACCUMULATING);
-            // A ramp is not a queue, nor proof against one: it neither counts nor resets.
-            if growing && (window.finishing_more() || !window.finished_any() || window.ramping()) {
+            // A ramp — finishing more than a window before, not yet seen to finish anything, or
+            // answering its fast share while the rest is due — is not a queue, nor proof
+            // against one: it neither counts nor resets.
+            let ramp =
+                window.finishing_more() || !window.finished_any() || window.answers_are_survivors();
+            if growing && ramp {
                 return;
             }
             state.growing = if growing { state.growing + 1 } else { 0 };

@@ -381,6 +381,59 @@ fn o5_o1_a_dependency_answering_a_share_fast_and_the_rest_in_seconds_is_not_limi
     }
 }
 
+/// The limit each second of 10 s ends with, for a dependency sent 100 attempts a second by
+/// callers with no deadline, which answers one in `every` at once (10 ms) and queues the rest,
+/// first in first out, finishing `per_second` of them.
+fn queue_beside_a_fast_share(every: u64, per_second: f64) -> Vec<u32> {
+    let start = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new(), start);
+    let mut queue = std::collections::VecDeque::new();
+    let mut fast = Vec::new();
+    let (mut limits, mut credit, mut sent) = (Vec::new(), 0.0, 0u64);
+    for slot in 0..100 {
+        let now = start + ms(100) * slot;
+        for ticket in fast.drain(..) {
+            tracker.answered(ticket, ms(10), Answer::Served, now);
+        }
+        credit += per_second / 10.0;
+        while credit >= 1.0 {
+            let Some((at, ticket)) = queue.pop_front() else {
+                break;
+            };
+            tracker.answered(ticket, now - at, Answer::Served, now);
+            credit -= 1.0;
+        }
+        for _ in 0..10 {
+            sent += 1;
+            if let Ok(admission) = tracker.admit(now, None, Criticality::Normal) {
+                if sent.is_multiple_of(every) {
+                    fast.push(admission.ticket);
+                } else {
+                    queue.push_back((now, admission.ticket));
+                }
+            }
+        }
+        if slot % 10 == 9 {
+            limits.push(tracker.limit(now));
+        }
+    }
+    limits
+}
+
+#[test]
+fn o5_a_queue_whose_callers_wait_is_limited_whatever_share_of_its_answers_come_at_once() {
+    // Work accumulates and nobody gives up. The queue's answers take as long as the work ahead
+    // of them, whatever share of answers bypasses it: not a ramp's survivors. The limit binds
+    // once work has accumulated for two windows, and holds the queue there.
+    for (every, per_second) in [(1_000, 50.0), (2, 15.0), (10, 45.0), (10, 5.0)] {
+        let limits = queue_beside_a_fast_share(every, per_second);
+        assert!(
+            limits[3..].iter().all(|&limit| limit < 400),
+            "one in {every} at once, {per_second} a second queued: {limits:?}"
+        );
+    }
+}
+
 /// The limit each 100 ms slot of four seconds ends with, for a queue 600 deep whose callers
 /// send no more than leaves it: each slot the dependency answers the oldest 10 attempts, the
 /// next 5 are given up on at their deadline (answered, when not `given_up`), and 5 new ones

@@ -14,15 +14,10 @@ pub(super) const KEEPING_PACE: f64 = 1.1;
 /// the dependency answers by this much (see [`Window::accumulation`]): a quarter more.
 pub(super) const ACCUMULATING: f64 = 1.25;
 
-/// A window without an answer for this many of its usual gaps between answers is silent.
-const SILENT_GAPS: u64 = 5;
-
-/// Work held beyond this many times what was sent over the latency of the latest answers makes
-/// those answers survivors: see [`Window::ramping`].
-const SURVIVORS: f64 = 2.0;
-
 /// The slots the recent completion rate counts: a third of the window.
 const RECENT_SLOTS: u64 = 3;
+
+mod survivors;
 
 /// One slot's tally. Its counts are of one slot's events and its busy time at most the slot:
 /// none of them can overflow.
@@ -45,6 +40,8 @@ pub(super) struct Slot {
     /// Latency of the attempts answered or cut in this slot, summed, and how many.
     latency_nanos: u64,
     pub(super) samples: u32,
+    /// The longest of those latencies.
+    longest_nanos: u64,
     /// Attempts cut before an answer: their latency is at least what they waited.
     pub(super) cuts: u32,
     /// The most attempts held at once.
@@ -100,6 +97,24 @@ impl Pace {
     }
 }
 
+/// What the window was sent, dropped, gave up on and answered, and its busy time.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    sent: u64,
+    dropped: u64,
+    given_up: u64,
+    answers: u64,
+    busy_nanos: u64,
+}
+
+impl Tally {
+    /// What was sent, leaving out what was superseded, never sent or cut by a ceiling: its
+    /// going unanswered says nothing of the dependency's pace.
+    fn paced_sent(self) -> u64 {
+        self.sent.saturating_sub(self.dropped)
+    }
+}
+
 /// A spell of busy time not yet counted: since when, and the attempt that began it.
 #[derive(Debug, Clone, Copy)]
 struct Busy {
@@ -139,12 +154,11 @@ pub(super) struct Window {
     settled: bool,
     /// The latest finished slot that answered anything.
     answered_in: Option<u64>,
-    /// Whether the window's answers are a ramp's survivors, as the slot being filled began:
-    /// see [`ramping`](Self::ramping).
-    ramping: bool,
-    /// The slot until which the pace is no expected wait: see
-    /// [`pace_tells_wait`](Self::pace_tells_wait).
-    ramp_until: u64,
+    /// Whether the window's answers are a ramp's survivors, as the slot being filled began,
+    /// and the slot until which the pace is no expected wait for it: see
+    /// [`answers_are_survivors`](Self::answers_are_survivors).
+    survivors: bool,
+    survivors_until: u64,
     /// The slot from which every window has had work.
     working_from: u64,
 }
@@ -180,8 +194,8 @@ impl Window {
             finished_any: false,
             settled: false,
             answered_in: None,
-            ramping: false,
-            ramp_until: 0,
+            survivors: false,
+            survivors_until: 0,
             working_from: 0,
         }
     }
@@ -352,6 +366,7 @@ impl Window {
     pub(super) fn latency(&mut self, latency: u64, cut: bool) {
         let slot = self.current_mut();
         slot.latency_nanos = slot.latency_nanos.saturating_add(latency);
+        slot.longest_nanos = slot.longest_nanos.max(latency);
         slot.samples += 1;
         slot.cuts = slot.cuts.saturating_add(u32::from(cut));
     }
@@ -459,23 +474,24 @@ impl Window {
     /// a slot: too little to say. Counts, not latencies: a heavy tail that takes seconds to
     /// settle moves neither.
     pub(super) fn accumulation(&self) -> Option<f64> {
-        let (sent, dropped, given_up, answers, busy) =
-            self.live()
-                .fold((0u64, 0u64, 0u64, 0u64, 0u64), |(s, d, g, a, b), slot| {
-                    (
-                        s + u64::from(slot.sent),
-                        d + u64::from(slot.dropped),
-                        g + u64::from(slot.given_up),
-                        a + u64::from(slot.answers),
-                        b.saturating_add(slot.busy_nanos),
-                    )
-                });
-        let outran = sent.saturating_sub(dropped).max(answers + given_up);
-        match answers {
-            0 if busy < self.slot_nanos => None,
+        let tally = self.tally();
+        let outran = tally.paced_sent().max(tally.answers + tally.given_up);
+        match tally.answers {
+            0 if tally.busy_nanos < self.slot_nanos => None,
             0 => Some(f64::INFINITY),
             answers => Some(outran as f64 / answers as f64),
         }
+    }
+
+    /// The window's counts, summed.
+    fn tally(&self) -> Tally {
+        self.live().fold(Tally::default(), |tally, slot| Tally {
+            sent: tally.sent + u64::from(slot.sent),
+            dropped: tally.dropped + u64::from(slot.dropped),
+            given_up: tally.given_up + u64::from(slot.given_up),
+            answers: tally.answers + u64::from(slot.answers),
+            busy_nanos: tally.busy_nanos.saturating_add(slot.busy_nanos),
+        })
     }
 
     /// Whether the dependency finished more over the last window than over the window before
@@ -496,90 +512,6 @@ impl Window {
     /// next ramp.
     pub(super) fn settled(&self) -> bool {
         self.settled
-    }
-
-    /// Whether the window, now at `index`, has gone without an answer for longer than
-    /// [`SILENT_GAPS`] of its usual gaps between answers: a stall, not a lull between the
-    /// answers of a dependency that answers few.
-    fn silent(&self, index: u64) -> bool {
-        let Some(answered_in) = self.answered_in else {
-            return true;
-        };
-        let slots = index.saturating_sub(answered_in + 1);
-        self.finished.answers == 0
-            || slots.saturating_mul(self.finished.answers) > SILENT_GAPS * u64::from(SLOTS)
-    }
-
-    /// Weighs the window's answers against the `held` attempts, as the slot being filled
-    /// begins: see [`ramping`](Self::ramping).
-    pub(super) fn weigh(&mut self, held: u32) {
-        let index = self.filling.index;
-        self.ramping = !self.silent(index)
-            && self.given_up_over_window() == 0
-            && self.accumulation().is_some_and(|a| a > ACCUMULATING)
-            && self.latest_latency().is_some_and(|latency| {
-                f64::from(held) > SURVIVORS * self.sent_within(latency).max(1.0)
-            });
-        if self.ramping {
-            self.ramp_until = index + RECENT_SLOTS;
-        }
-    }
-
-    /// Whether the window's answers are the survivors of a ramp: work accumulates, nobody has
-    /// given up on any of it, the dependency is not silent, and it holds more than twice what
-    /// it was sent over the latency of its latest answers. Work held is what was sent over the
-    /// time it spends (Little's law); in a queue, the attempt answered is the oldest and all
-    /// sent after it is held, so the latest answers' latency spans what is held. A ramp whose
-    /// slower attempts are still due answers only its fast share, and holds everything sent
-    /// since it began: the answers say nothing of what is held, and its pace counts the busy
-    /// time of every attempt over the fast share.
-    pub(super) fn ramping(&self) -> bool {
-        self.ramping
-    }
-
-    /// Whether the pace tells how long the work held takes: the window is
-    /// [`settled`](Self::settled), and has not been [`ramping`](Self::ramping) as the slot now
-    /// being filled or any of the [`RECENT_SLOTS`] before it began: once a ramp's slower share
-    /// lands, the recent pace counts it after as many slots.
-    pub(super) fn pace_tells_wait(&self) -> bool {
-        self.settled() && self.filling.index >= self.ramp_until
-    }
-
-    /// The attempts given up on over the window.
-    fn given_up_over_window(&self) -> u64 {
-        self.live().map(|slot| u64::from(slot.given_up)).sum()
-    }
-
-    /// The mean latency of the latest finished slot of the window with any.
-    fn latest_latency(&self) -> Option<Duration> {
-        self.finished_newest_first().find_map(Slot::mean)
-    }
-
-    /// What was sent over the last `span` of finished slots, the ones it covers whole and a
-    /// share of the one it ends in; no further back than the window.
-    fn sent_within(&self, span: Duration) -> f64 {
-        let mut left = span.as_secs_f64() / self.slot.as_secs_f64();
-        let mut sent = 0.0;
-        for slot in self.finished_newest_first() {
-            if left <= 0.0 {
-                break;
-            }
-            sent += f64::from(slot.sent.saturating_sub(slot.dropped)) * left.min(1.0);
-            left -= 1.0;
-        }
-        sent
-    }
-
-    /// The window's finished slots, the latest first, skipping those no event fell in while
-    /// nothing was awaited.
-    fn finished_newest_first(&self) -> impl Iterator<Item = &Slot> {
-        let current = self.filling.index;
-        (current.saturating_sub(u64::from(SLOTS))..current)
-            .rev()
-            .filter_map(move |index| {
-                let slot = &self.slots[place(index)];
-                (slot.index == index).then_some(slot)
-            })
     }
 
     /// Whether the dependency has been seen to finish anything: before, nothing tells work
