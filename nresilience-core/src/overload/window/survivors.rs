@@ -27,15 +27,16 @@ impl Window {
         }
     }
 
-    /// Whether the window's answers are the survivors of a ramp: work accumulates, its callers
-    /// are not giving up on it, the dependency is not silent, and it holds more than twice
-    /// what it was sent over the longest latency it answered after over the window. A
-    /// dependency holds what it was sent over the time that work spends with it (Little's
-    /// law). In a queue the attempt answered is the oldest and everything sent after it is
-    /// held, so its latency spans the work held, the queue filling or not, and whatever share
-    /// of the answers bypasses it. A ramp whose slower attempts are still due answers only
-    /// its fast share and holds everything sent since it began: the answers say nothing of the
-    /// work held, and the pace counts the busy time of every attempt over the fast share.
+    /// Whether the window's answers were the survivors of a ramp as the slot being filled
+    /// began: work accumulates, its callers give up on no more than a fifth of the attempts
+    /// that end, the dependency is not silent, and it holds more than twice what it was sent
+    /// over the longest latency it served an attempt after, or a caller cut one, over the
+    /// window. A dependency holds what it was sent over the time that work spends with it
+    /// (Little's law). In a queue the attempt answered is the oldest and everything sent after
+    /// it is held, so its latency spans the work held, the queue filling or not, and whatever
+    /// share of the answers bypasses it. A ramp whose slower attempts are still due answers
+    /// only its fast share and holds everything sent since it began: the answers say nothing of
+    /// the work held, and the pace counts the busy time of every attempt over the fast share.
     pub(in crate::overload) fn answers_are_survivors(&self) -> bool {
         self.survivors
     }

@@ -299,7 +299,7 @@ fn o5_a_window_without_an_answer_for_five_of_its_usual_gaps_is_silent() {
         given_up: 0,
         held: 0,
     };
-    // A hundred answers a window: one slot without is twenty gaps.
+    // A hundred answers a window: one slot without is ten gaps.
     let mut busy = Window::new(Duration::from_secs(1), origin);
     for index in 0..10 {
         fill(&mut busy, origin, index, &answering(10));
