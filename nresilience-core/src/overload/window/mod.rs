@@ -108,6 +108,17 @@ struct Tally {
 }
 
 impl Tally {
+    /// The tally with `slot`'s counts added.
+    fn and(self, slot: &Slot) -> Self {
+        Self {
+            sent: self.sent + u64::from(slot.sent),
+            dropped: self.dropped + u64::from(slot.dropped),
+            given_up: self.given_up + u64::from(slot.given_up),
+            answers: self.answers + u64::from(slot.answers),
+            busy_nanos: self.busy_nanos.saturating_add(slot.busy_nanos),
+        }
+    }
+
     /// What was sent, leaving out what was superseded, never sent or cut by a ceiling: its
     /// going unanswered says nothing of the dependency's pace.
     fn paced_sent(self) -> u64 {
@@ -485,13 +496,7 @@ impl Window {
 
     /// The window's counts, summed.
     fn tally(&self) -> Tally {
-        self.live().fold(Tally::default(), |tally, slot| Tally {
-            sent: tally.sent + u64::from(slot.sent),
-            dropped: tally.dropped + u64::from(slot.dropped),
-            given_up: tally.given_up + u64::from(slot.given_up),
-            answers: tally.answers + u64::from(slot.answers),
-            busy_nanos: tally.busy_nanos.saturating_add(slot.busy_nanos),
-        })
+        self.live().fold(Tally::default(), Tally::and)
     }
 
     /// Whether the dependency finished more over the last window than over the window before

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Slot, Window, ACCUMULATING, RECENT_SLOTS, SLOTS};
+use super::{Slot, Tally, Window, ACCUMULATING, RECENT_SLOTS, SLOTS};
 
 /// A window without an answer for this many of its usual gaps between answers is silent.
 const SILENT_GAPS: u64 = 5;
@@ -69,7 +69,7 @@ impl Window {
     /// work done for nobody, a queue's mark (O5), whatever the answers.
     fn giving_up(&self) -> bool {
         let tally = self.tally();
-        (tally.answers + tally.given_up) as f64 > ACCUMULATING * tally.answers as f64
+        tally.given_up * 4 > tally.answers
     }
 
     /// The longest latency over the window's finished slots, if they have any.
@@ -84,18 +84,16 @@ impl Window {
     /// What was sent over `span`, at the rate the window's finished slots were sent attempts
     /// (leaving out what was superseded, never sent or cut by a ceiling).
     fn sent_over(&self, span: Duration) -> f64 {
-        let (sent, slots) =
-            self.finished_newest_first()
-                .fold((0u64, 0u32), |(sent, slots), slot| {
-                    (
-                        sent + u64::from(slot.sent.saturating_sub(slot.dropped)),
-                        slots + 1,
-                    )
-                });
+        let (tally, slots) = self
+            .finished_newest_first()
+            .fold((Tally::default(), 0u32), |(tally, slots), slot| {
+                (tally.and(slot), slots + 1)
+            });
         if slots == 0 {
             return 0.0;
         }
-        sent as f64 / f64::from(slots) * (span.as_secs_f64() / self.slot.as_secs_f64())
+        let per_slot = tally.paced_sent() as f64 / f64::from(slots);
+        per_slot * (span.as_secs_f64() / self.slot.as_secs_f64())
     }
 
     /// The window's finished slots, the latest first, leaving out those no event fell in while
