@@ -41,6 +41,7 @@ impl Admission {
     /// even after the dependency answered with the overload signal: a signal that says not to
     /// retry a refusal is not a measure of how long served attempts take.
     #[must_use]
+    #[inline]
     pub fn outlasts(&self, ceiling: Duration) -> bool {
         self.stalled || self.wait.is_some_and(|wait| wait > ceiling)
     }
@@ -56,16 +57,15 @@ impl Admission {
     /// attempt (Little's law: the attempts held over the rate they finish), so a heavy tail
     /// lengthens the ceiling by about its mean less its median.
     #[must_use]
+    #[inline]
     pub fn ceiling(&self, ceiling: Duration, typical: Option<Duration>) -> Option<Duration> {
         if self.outlasts(ceiling) {
             return None;
         }
-        match (self.wait, typical.unwrap_or_default()) {
-            (Some(wait), typical) if wait > typical => {
-                Some(ceiling.saturating_add(wait.saturating_sub(typical)))
-            }
-            _ => Some(ceiling),
-        }
+        let beyond = self
+            .wait
+            .and_then(|wait| wait.checked_sub(typical.unwrap_or_default()));
+        Some(beyond.map_or(ceiling, |beyond| ceiling.saturating_add(beyond)))
     }
 }
 

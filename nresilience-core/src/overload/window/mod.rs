@@ -152,6 +152,9 @@ pub(super) struct Window {
     /// being filled is left out: its busy time under way is counted only when it ends.
     finished: Pace,
     recent: Pace,
+    /// The busy nanoseconds per completion the two paces give: see
+    /// [`nanos_per_completion`](Self::nanos_per_completion).
+    per_completion: Option<u64>,
     /// Busy time under way, counted when it ends or its slot does.
     busy: Option<Busy>,
     /// The completions of the window that ended as each slot began, by the slot's index.
@@ -199,6 +202,7 @@ impl Window {
             end: origin.checked_add(slot).unwrap_or(origin),
             finished: Pace::default(),
             recent: Pace::default(),
+            per_completion: None,
             busy: None,
             earlier: [(u64::MAX, 0); SLOTS as usize],
             finishing_more: false,
@@ -258,8 +262,7 @@ impl Window {
             busy.since = start;
         }
         self.filling = Slot::new(index, 0);
-        self.finished = self.pace_before(u64::from(SLOTS));
-        self.recent = self.pace_before(RECENT_SLOTS);
+        self.repace();
         // The window before this one ended a window ago, its completions recorded then. Only
         // whole windows compare: the first ones of a tracker hold fewer slots.
         let before = &mut self.earlier[place(index)];
@@ -300,6 +303,19 @@ impl Window {
             && index >= self.working_from.saturating_add(2 * u64::from(SLOTS))
             && !self.finishing_more
             && self.accumulation().is_some_and(|a| a <= KEEPING_PACE)
+    }
+
+    /// Sums the paces again after the finished slots changed.
+    fn repace(&mut self) {
+        self.finished = self.pace_before(u64::from(SLOTS));
+        self.recent = self.pace_before(RECENT_SLOTS);
+        self.per_completion = self
+            .finished
+            .nanos_per_completion(self.slot_nanos)
+            .map(|window| {
+                let recent = self.recent.nanos_per_completion(self.slot_nanos);
+                recent.map_or(window, |recent| recent.min(window))
+            });
     }
 
     /// The pace over the `count` finished slots before the current one.
@@ -423,8 +439,7 @@ impl Window {
         counted = (counted + beyond).min(count);
         self.filling.completions += count - counted;
         if changed {
-            self.finished = self.pace_before(u64::from(SLOTS));
-            self.recent = self.pace_before(RECENT_SLOTS);
+            self.repace();
         }
     }
 
@@ -466,12 +481,11 @@ impl Window {
     /// slots. `None` while they have seen less than a slot of busy time, too little to say,
     /// and when the dependency finished nothing in them. Counting busy time only, a lightly
     /// loaded dependency's pace is what it serves while it works, not the rate its callers
-    /// happen to send. Whole nanoseconds, read from slots that are over: every admission asks.
+    /// happen to send. Whole nanoseconds, read from slots that are over and worked out as
+    /// they change: every admission asks.
     #[inline]
     pub(super) fn nanos_per_completion(&self) -> Option<u64> {
-        let window = self.finished.nanos_per_completion(self.slot_nanos)?;
-        let recent = self.recent.nanos_per_completion(self.slot_nanos);
-        Some(recent.map_or(window, |recent| recent.min(window)))
+        self.per_completion
     }
 
     /// How far the work of the window outran what the dependency answered: the larger of what
