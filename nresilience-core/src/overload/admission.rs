@@ -18,7 +18,7 @@ pub struct Admission {
     /// Its place: hand it back when the attempt ends.
     pub ticket: Ticket,
     pub(super) wait: Option<Duration>,
-    pub(super) stalled: bool,
+    pub(super) finishing_nothing: bool,
 }
 
 impl Admission {
@@ -33,7 +33,8 @@ impl Admission {
 
     /// Whether the dependency's load, not the attempt, would be what makes it slower than
     /// `ceiling`: the attempts ahead take longer than that to finish, or it finishes nothing
-    /// for anyone — attempts beside this one awaited, and nothing answered over the window. A
+    /// for anyone — attempts beside this one awaited, and nothing served over the window, a
+    /// stall or a dependency answering errors only (a full queue's refusals among them). A
     /// measured attempt ceiling then cuts work the dependency will do anyway, or a retry that
     /// meets the same stall, and the retry queues behind it: the measured ceiling (E5) must not
     /// cut what the expected wait (O1) says is queueing. One attempt stuck alone is still cut,
@@ -43,7 +44,7 @@ impl Admission {
     #[must_use]
     #[inline]
     pub fn outlasts(&self, ceiling: Duration) -> bool {
-        self.stalled || self.wait.is_some_and(|wait| wait > ceiling)
+        self.finishing_nothing || self.wait.is_some_and(|wait| wait > ceiling)
     }
 
     /// How long the measured `ceiling` lets the attempt run, given how long a `typical`

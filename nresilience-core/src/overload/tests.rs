@@ -210,13 +210,64 @@ fn e5_o1_the_ceiling_is_lengthened_by_the_wait_beyond_a_typical_attempt() {
     );
 }
 
+/// A tracker, made at `origin`, of a dependency that served one attempt in 10 ms then.
+fn seen_to_serve(origin: Instant) -> LoadTracker {
+    let tracker = LoadTracker::new(OverloadControl::new(), origin);
+    let seen = tracker.admit(origin, None, Criticality::Normal).unwrap();
+    tracker.answered(seen.ticket, ms(10), Answer::Served, origin + ms(10));
+    tracker
+}
+
+/// A window from `start` in which every attempt sent to `tracker`, one each 10 ms, is
+/// answered at once with an error; the instant it ends.
+fn answering_errors_for_a_window(tracker: &LoadTracker, start: Instant) -> Instant {
+    let mut now = start;
+    while now < start + Duration::from_secs(1) {
+        let refused = tracker.admit(now, None, Criticality::Normal).unwrap();
+        tracker.answered(refused.ticket, ms(1), Answer::Unserved, now + ms(1));
+        now += ms(10);
+    }
+    now
+}
+
+#[test]
+fn e5_o1_a_dependency_serving_nothing_while_it_answers_errors_is_not_cut_by_the_ceiling() {
+    let origin = Instant::now();
+    let tracker = seen_to_serve(origin);
+    let start = origin + Duration::from_secs(1);
+    // Its queue full for a whole window: twenty attempts held in it, every later one refused
+    // at once with an error.
+    let held = admitted(&tracker, 20, start);
+    let now = answering_errors_for_a_window(&tracker, start);
+    assert!(!tracker.stalled(now), "it answers: no stall");
+    let admission = tracker.admit(now, None, Criticality::Normal).unwrap();
+    assert_eq!(
+        admission.expected_wait(),
+        None,
+        "it served nothing: no pace told"
+    );
+    assert!(
+        admission.outlasts(ms(50)),
+        "served for nobody, its healthy latency says nothing of the next attempt's (E5)"
+    );
+    assert_eq!(admission.ceiling(ms(50), Some(ms(10))), None);
+    // Serving again, it is judged by its pace: the ceiling is back.
+    for ticket in held.into_iter().chain([admission.ticket]) {
+        tracker.answered(ticket, ms(1_000), Answer::Served, now);
+    }
+    let admission = tracker.admit(now, None, Criticality::Normal).unwrap();
+    assert!(!admission.outlasts(Duration::from_secs(5)), "{admission:?}");
+    // Answering errors only with nothing else awaited, one slow attempt is stuck alone: cut.
+    let quiet = seen_to_serve(origin);
+    let now = answering_errors_for_a_window(&quiet, start);
+    let alone = quiet.admit(now, None, Criticality::Normal).unwrap();
+    assert!(!alone.outlasts(ms(50)), "{alone:?}");
+}
+
 #[test]
 fn e5_o1_o5_a_stall_is_no_queue_and_is_bounded_by_the_limit_once_work_accumulates() {
     let origin = Instant::now();
-    let tracker = LoadTracker::new(OverloadControl::new(), origin);
-    // A dependency seen to answer, in the window before.
-    let seen = tracker.admit(origin, None, Criticality::Normal).unwrap();
-    tracker.answered(seen.ticket, ms(10), Answer::Served, origin + ms(10));
+    let tracker = seen_to_serve(origin);
     let start = origin + Duration::from_secs(1);
     // Forty attempts sent and none answered for a whole window: a stall.
     for _ in 0..40 {

@@ -354,7 +354,7 @@ impl State {
         Ok(Admission {
             ticket: Ticket { seq },
             wait: self.queue_wait(held),
-            stalled: self.in_flight > 1 && self.window.stalled(),
+            finishing_nothing: self.in_flight > 1 && self.window.finishing_nothing(),
         })
     }
 

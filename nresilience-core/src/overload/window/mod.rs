@@ -544,8 +544,18 @@ impl Window {
     /// answering errors is not one.
     #[inline]
     pub(super) fn stalled(&self) -> bool {
-        let pace = self.finished.and(&self.filling);
-        self.finished.busy_nanos >= self.slot_nanos && pace.answers == 0 && pace.completions == 0
+        self.finishing_nothing() && self.finished.answers == 0 && self.filling.answers == 0
+    }
+
+    /// Whether attempts were awaited for a slot and more of the last window and none was
+    /// finished, in it or since: a stall, or a dependency answering nothing but errors — a
+    /// full queue's refusals among them. How long its served attempts took before says
+    /// nothing of how long the next one takes.
+    #[inline]
+    pub(super) fn finishing_nothing(&self) -> bool {
+        self.finished.busy_nanos >= self.slot_nanos
+            && self.finished.completions == 0
+            && self.filling.completions == 0
     }
 
     /// Completions per second of busy time over the last window's finished slots, as
