@@ -37,10 +37,12 @@ impl Admission {
     /// stall or a dependency answering errors only (a full queue's refusals among them). A
     /// measured attempt ceiling then cuts work the dependency will do anyway, or a retry that
     /// meets the same stall, and the retry queues behind it: the measured ceiling (E5) must not
-    /// cut what the expected wait (O1) says is queueing. One attempt stuck alone is still cut,
-    /// and so is one slowed by work the dependency does for it alone (its own retries below),
-    /// even after the dependency answered with the overload signal: a signal that says not to
-    /// retry a refusal is not a measure of how long served attempts take.
+    /// cut what the expected wait (O1) says is queueing. One attempt stuck alone — admitted
+    /// while nothing else was awaited — is still cut, and so is one slowed by work the
+    /// dependency does for it alone (its own retries below), even after the dependency
+    /// answered with the overload signal: a signal that says not to retry a refusal is not a
+    /// measure of how long served attempts take. One admitted beside others at a dependency
+    /// that serves nothing is not cut, stuck or not: its retry would be served no better.
     #[must_use]
     #[inline]
     pub fn outlasts(&self, ceiling: Duration) -> bool {

@@ -219,12 +219,12 @@ fn seen_to_serve(origin: Instant) -> LoadTracker {
 }
 
 /// A window from `start` in which every attempt sent to `tracker`, one each 10 ms, is
-/// answered at once with an error; the instant it ends.
+/// answered in 2 ms with an error (busy for 200 ms of it); the instant it ends.
 fn answering_errors_for_a_window(tracker: &LoadTracker, start: Instant) -> Instant {
     let mut now = start;
     while now < start + Duration::from_secs(1) {
         let refused = tracker.admit(now, None, Criticality::Normal).unwrap();
-        tracker.answered(refused.ticket, ms(1), Answer::Unserved, now + ms(1));
+        tracker.answered(refused.ticket, ms(2), Answer::Unserved, now + ms(2));
         now += ms(10);
     }
     now
@@ -251,17 +251,24 @@ fn e5_o1_a_dependency_serving_nothing_while_it_answers_errors_is_not_cut_by_the_
         "served for nobody, its healthy latency says nothing of the next attempt's (E5)"
     );
     assert_eq!(admission.ceiling(ms(50), Some(ms(10))), None);
-    // Serving again, it is judged by its pace: the ceiling is back.
-    for ticket in held.into_iter().chain([admission.ticket]) {
+    // Serving again while an attempt is awaited: its healthy latency is a measure again.
+    let mut held = held.into_iter().chain([admission.ticket]);
+    let still = held.next().unwrap();
+    for ticket in held {
         tracker.answered(ticket, ms(1_000), Answer::Served, now);
     }
     let admission = tracker.admit(now, None, Criticality::Normal).unwrap();
-    assert!(!admission.outlasts(Duration::from_secs(5)), "{admission:?}");
-    // Answering errors only with nothing else awaited, one slow attempt is stuck alone: cut.
+    assert!(!admission.outlasts(ms(50)), "{admission:?}");
+    assert_eq!(admission.ceiling(ms(50), Some(ms(10))), Some(ms(50)));
+    tracker.answered(still, ms(1_000), Answer::Served, now);
+    // Answering errors only, with nothing else awaited, a slow attempt is stuck alone: the
+    // ceiling cuts it. One admitted beside it is not cut.
     let quiet = seen_to_serve(origin);
     let now = answering_errors_for_a_window(&quiet, start);
     let alone = quiet.admit(now, None, Criticality::Normal).unwrap();
     assert!(!alone.outlasts(ms(50)), "{alone:?}");
+    let beside = quiet.admit(now, None, Criticality::Normal).unwrap();
+    assert!(beside.outlasts(ms(50)), "{beside:?}");
 }
 
 #[test]

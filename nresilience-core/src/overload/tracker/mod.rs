@@ -452,9 +452,9 @@ impl State {
     /// How long the `held` attempts take to finish at the pace the dependency finished them
     /// while busy — over the window, or over its last slots when that is faster: a dependency
     /// finishing work again after a stall is seen within a few slots. `None` while the window
-    /// cannot tell, and when the dependency finished none over it: stalled, not queueing, and
-    /// what an admitted attempt waits for then is a stuck connection or a hung dependency,
-    /// which the measured ceiling exists to cut.
+    /// cannot tell, and when the dependency finished none over it: stalled, not queueing. What
+    /// an admitted attempt waits for then is a hung dependency, or a stuck connection, which
+    /// the measured ceiling cuts when nothing else is awaited ([`Admission::outlasts`]).
     #[inline]
     fn queue_wait(&self, held: u32) -> Option<Duration> {
         let each = self.window.nanos_per_completion()?;

@@ -148,7 +148,8 @@ pub(super) struct Window {
     /// The finished slots, each at its index modulo [`SLOTS`].
     slots: [Slot; SLOTS as usize],
     /// The pace over the last window's finished slots, and over the last [`RECENT_SLOTS`]
-    /// of them: they change only when a slot ends, and every admission reads them. The slot
+    /// of them: they change when a slot ends or an answer reveals completions in slots past,
+    /// and every admission reads the pace per completion worked out from them. The slot
     /// being filled is left out: its busy time under way is counted only when it ends.
     finished: Pace,
     recent: Pace,

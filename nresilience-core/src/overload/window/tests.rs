@@ -16,8 +16,9 @@ fn summed(window: &Window, count: u64) -> Pace {
 }
 
 proptest! {
-    /// O5: the pace kept from slot to slot is the pace summed over the slots, whatever
-    /// the events and however the clock moves between them.
+    /// O5: the pace kept from slot to slot, and the pace per completion worked out from it,
+    /// are those summed over the slots, whatever the events and however the clock moves
+    /// between them.
     #[test]
     fn o5_the_kept_pace_is_the_pace_summed_over_the_slots(
         events in prop::collection::vec((0u64..400, 0u8..5, 0u64..50), 1..300),
@@ -47,6 +48,14 @@ proptest! {
             }
             prop_assert_eq!(window.finished, summed(&window, u64::from(SLOTS)));
             prop_assert_eq!(window.recent, summed(&window, RECENT_SLOTS));
+            let slot = window.slot_nanos;
+            let paced = summed(&window, u64::from(SLOTS))
+                .nanos_per_completion(slot)
+                .map(|whole| {
+                    let recent = summed(&window, RECENT_SLOTS).nanos_per_completion(slot);
+                    recent.map_or(whole, |recent| recent.min(whole))
+                });
+            prop_assert_eq!(window.nanos_per_completion(), paced);
         }
     }
 
