@@ -95,6 +95,14 @@ impl Pace {
         (self.busy_nanos >= slot && self.completions > 0)
             .then(|| self.busy_nanos / self.completions)
     }
+
+    /// The busy time per completion over a `window`'s slots, or over its `recent` ones when
+    /// that is shorter, slots of `slot` nanoseconds: `None` while the window cannot tell.
+    fn shorter_per_completion(window: Self, recent: Self, slot: u64) -> Option<u64> {
+        let whole = window.nanos_per_completion(slot)?;
+        let recent = recent.nanos_per_completion(slot);
+        Some(recent.map_or(whole, |recent| recent.min(whole)))
+    }
 }
 
 /// What the window was sent, dropped, gave up on and answered, and its busy time.
@@ -310,13 +318,8 @@ impl Window {
     fn repace(&mut self) {
         self.finished = self.pace_before(u64::from(SLOTS));
         self.recent = self.pace_before(RECENT_SLOTS);
-        self.per_completion = self
-            .finished
-            .nanos_per_completion(self.slot_nanos)
-            .map(|window| {
-                let recent = self.recent.nanos_per_completion(self.slot_nanos);
-                recent.map_or(window, |recent| recent.min(window))
-            });
+        self.per_completion =
+            Pace::shorter_per_completion(self.finished, self.recent, self.slot_nanos);
     }
 
     /// The pace over the `count` finished slots before the current one.

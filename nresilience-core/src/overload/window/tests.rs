@@ -48,13 +48,11 @@ proptest! {
             }
             prop_assert_eq!(window.finished, summed(&window, u64::from(SLOTS)));
             prop_assert_eq!(window.recent, summed(&window, RECENT_SLOTS));
-            let slot = window.slot_nanos;
-            let paced = summed(&window, u64::from(SLOTS))
-                .nanos_per_completion(slot)
-                .map(|whole| {
-                    let recent = summed(&window, RECENT_SLOTS).nanos_per_completion(slot);
-                    recent.map_or(whole, |recent| recent.min(whole))
-                });
+            let paced = Pace::shorter_per_completion(
+                summed(&window, u64::from(SLOTS)),
+                summed(&window, RECENT_SLOTS),
+                window.slot_nanos,
+            );
             prop_assert_eq!(window.nanos_per_completion(), paced);
         }
     }
