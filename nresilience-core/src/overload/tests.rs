@@ -623,6 +623,70 @@ fn o7_room_comes_at_the_pace_a_dependency_finishes_work_again_after_a_stall() {
 }
 
 #[test]
+fn o7_calls_that_waited_through_a_stall_get_room_oldest_first_once_it_serves_again() {
+    // Bound at 10, of which a normal call may fill 9 (O6): nine attempts held through a
+    // stall; two calls refused in it wait for room.
+    let start = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new().floor(10).initial(10), start);
+    let mut held = admitted(&tracker, 9, start);
+    let waiter = |at: Instant| {
+        let refused = tracker.admit(at, None, Criticality::Normal).unwrap_err();
+        assert_eq!(refused.cause, SaturatedBy::Limit);
+        tracker.wait(at + ms(1_000)).expect("room to wait")
+    };
+    let older = waiter(start + ms(790));
+    let newer = waiter(start + ms(795));
+    // It serves one: room for one. The calls that waited through the stall go first, the
+    // oldest of them first; a new call comes after them.
+    let now = start + ms(800);
+    tracker.answered(held.remove(0), ms(800), Answer::Served, now);
+    let new_call = tracker.admit(now, None, Criticality::Normal).unwrap_err();
+    assert_eq!(new_call.cause, SaturatedBy::Limit);
+    let refused = tracker
+        .admit_waiting(newer, now, None, Criticality::Normal)
+        .unwrap_err();
+    assert!(tracker
+        .admit_waiting(older, now, None, Criticality::Normal)
+        .is_ok());
+    // The pace measured over the stall is none; room for the newer waiter comes as fast as
+    // the limit's attempts finish at the latency seen lately, 800 ms over 10, not in 800 ms.
+    let room_in = refused.room_in.expect("refused by the limit");
+    assert!(room_in <= ms(80), "room in {room_in:?}");
+}
+
+#[test]
+fn o7_calls_that_waited_behind_work_get_room_newest_first_after_new_calls() {
+    // Bound at 10 (9 for a normal call), the dependency finishing work: three of nine
+    // attempts answered, three more sent; two calls refused then wait for room.
+    let start = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new().floor(10).initial(10), start);
+    let mut held = admitted(&tracker, 9, start);
+    for ticket in held.drain(..3) {
+        tracker.answered(ticket, ms(150), Answer::Served, start + ms(150));
+    }
+    held.extend(admitted(&tracker, 3, start + ms(150)));
+    let waiter = |at: Instant| {
+        tracker.admit(at, None, Criticality::Normal).unwrap_err();
+        tracker.wait(at + ms(1_000)).expect("room to wait")
+    };
+    let older = waiter(start + ms(160));
+    let newer = waiter(start + ms(170));
+    // Room for one goes to a new call; the next to the newest waiter.
+    tracker.answered(held.remove(0), ms(180), Answer::Served, start + ms(180));
+    assert!(tracker
+        .admit(start + ms(180), None, Criticality::Normal)
+        .is_ok());
+    let now = start + ms(190);
+    tracker.answered(held.remove(0), ms(190), Answer::Served, now);
+    assert!(tracker
+        .admit_waiting(older, now, None, Criticality::Normal)
+        .is_err());
+    assert!(tracker
+        .admit_waiting(newer, now, None, Criticality::Normal)
+        .is_ok());
+}
+
+#[test]
 fn o2_invalid_settings_are_refused_with_the_reason() {
     let cases = [
         (OverloadControl::new().floor(0), "floor must be at least 1"),

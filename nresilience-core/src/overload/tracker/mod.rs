@@ -113,7 +113,8 @@ impl LoadTracker {
     /// Admits an attempt at `now` whose call has `left` (`None`: no deadline) and whose caller
     /// waits on it as `criticality` says, or refuses it. Under the limit, a sheddable attempt
     /// may fill half of it and a normal one all but a tenth, which critical attempts keep
-    /// (O6). A new attempt is the newest: room under the limit goes to it before any waiter.
+    /// (O6). A new attempt goes before the calls waiting for room, but after those that
+    /// began waiting while the dependency finished nothing (O7).
     #[inline(always)]
     pub fn admit(
         &self,
@@ -121,19 +122,24 @@ impl LoadTracker {
         left: Option<Duration>,
         criticality: Criticality,
     ) -> Result<Admission, Saturated> {
-        self.at(now).admit(now, left, criticality, 0, false)
+        self.at(now).admit(now, left, criticality, None, false)
     }
 
     /// Makes a call the limit refused wait for room until `until` (O7), or `None` when too
-    /// many wait already: it asks again with [`admit_waiting`](Self::admit_waiting).
+    /// many wait already: it asks again with [`admit_waiting`](Self::admit_waiting). A call that
+    /// begins waiting while the dependency finishes nothing waits for the stall: it goes before
+    /// the others, and before new calls, once the dependency serves again.
     pub fn wait(&self, until: Instant) -> Option<WaitTicket> {
         let bound = 2 * self.control.max as usize;
-        self.lock().waiting.join(until, bound)
+        let mut state = self.lock();
+        let stalled = state.window.finishing_nothing();
+        state.waiting.join(until, bound, stalled)
     }
 
-    /// Admits the waiting call of `ticket` once there is room for it and for every waiter
-    /// newer than it, or refuses it again; [`Saturated::room_in`] says when to ask next. A call
-    /// whose waiting time is up is judged as a new attempt would be.
+    /// Admits the waiting call of `ticket` once there is room for it and for every waiter that
+    /// goes before it — the older of those that waited through a stall, or all of those and
+    /// the newer of the others — or refuses it again; [`Saturated::room_in`] says when to ask
+    /// next. A call whose waiting time is up is judged as a new attempt would be.
     pub fn admit_waiting(
         &self,
         ticket: WaitTicket,
@@ -142,8 +148,7 @@ impl LoadTracker {
         criticality: Criticality,
     ) -> Result<Admission, Saturated> {
         let mut state = self.at(now);
-        let newer = state.waiting.newer_than(ticket, now).unwrap_or(0);
-        let admitted = state.admit(now, left, criticality, newer, false);
+        let admitted = state.admit(now, left, criticality, Some(ticket), false);
         if admitted.is_ok() {
             state.waiting.leave(ticket);
         }
@@ -311,15 +316,16 @@ impl LoadTracker {
 }
 
 impl State {
-    /// [`LoadTracker::admit`], for an attempt with `newer` waiters ahead of it, on a state
-    /// brought up to `now`; a `retry` a service received fills half its criticality's share.
+    /// [`LoadTracker::admit`] for a new call, or for the call `waiting` with that ticket, on
+    /// a state brought up to `now`; a `retry` a service received fills half its
+    /// criticality's share.
     #[inline(always)]
     fn admit(
         &mut self,
         now: Instant,
         left: Option<Duration>,
         criticality: Criticality,
-        newer: usize,
+        waiting: Option<WaitTicket>,
         retry: bool,
     ) -> Result<Admission, Saturated> {
         let held = self.held();
@@ -336,7 +342,11 @@ impl State {
             {
                 return Err(self.refuse(wait, SaturatedBy::Wait, 0));
             }
-            let ahead = held.saturating_add(u32::try_from(newer).unwrap_or(u32::MAX));
+            let waiters = match waiting {
+                None if !self.waiting.holds_stalled() => 0,
+                _ => self.waiting.ahead_of(waiting, now),
+            };
+            let ahead = held.saturating_add(u32::try_from(waiters).unwrap_or(u32::MAX));
             let share = share(self.limit.value(), criticality);
             let share = if retry { (share / 2).max(1) } else { share };
             if ahead >= share {
@@ -366,10 +376,20 @@ impl State {
         // At the pace the expected wait counts on: a dependency finishing work again after
         // a stall makes room at its pace of the last slots, not at the window's, which the
         // stall still weighs down; told the window's, a waiting call would sleep past the
-        // room, or give up on it (O7).
+        // room, or give up on it (O7). While the stall's waiters are served, the pace was
+        // measured with few attempts in flight, the waiters asleep: room comes as fast as
+        // the limit's attempts finish at the latency seen lately, when that is sooner.
         let room_in = (cause == SaturatedBy::Limit).then(|| {
             self.window.refused();
+            let at_limit = self
+                .waiting
+                .holds_stalled()
+                .then(|| self.room_at_limit(to_finish))
+                .flatten();
             self.queue_wait(to_finish)
+                .into_iter()
+                .chain(at_limit)
+                .min()
                 .or(self.no_load.get())
                 .unwrap_or(self.window.slot())
         });
@@ -378,6 +398,14 @@ impl State {
             cause,
             room_in,
         }
+    }
+
+    /// How long `to_finish` attempts take with the limit's attempts in flight, each at the
+    /// lowest latency seen lately: `None` before any was seen.
+    fn room_at_limit(&self, to_finish: u32) -> Option<Duration> {
+        let fastest = self.no_load.get()?;
+        let each = fastest / self.limit.value().max(1);
+        Some(each.saturating_mul(to_finish).min(LONGEST_HOLD))
     }
 
     /// The attempt of `ticket` is over at `now`, after `latency` nanoseconds when that is the

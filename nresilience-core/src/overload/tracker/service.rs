@@ -42,7 +42,7 @@ impl LoadTracker {
             let wait = state.queue_wait(state.held()).or(state.no_load.get());
             return Err(RequestRefused::Shed(wait.unwrap_or(slot)));
         }
-        let admitted = state.admit(now, left, criticality, 0, retry);
+        let admitted = state.admit(now, left, criticality, None, retry);
         if admitted.is_err() && !retry {
             let most = match pressed {
                 Some((_, refused)) if rank(refused) < rank(criticality) => refused,
