@@ -90,7 +90,9 @@ pub struct Saturated {
     /// What refused it.
     pub cause: SaturatedBy,
     /// Refused by the limit: how soon room is expected for it, the attempts ahead of it
-    /// finishing at the pace its expected wait counts on (O1, O7).
+    /// finishing at the pace its expected wait counts on (O1, O7) — or, once the dependency
+    /// serves the calls that waited through a stall, as fast as the limit's attempts finish
+    /// at the latency seen lately, when that is sooner.
     pub room_in: Option<Duration>,
 }
 

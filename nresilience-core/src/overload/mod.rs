@@ -24,7 +24,8 @@
 //! - **O6, criticality under the limit.** Sheddable attempts may fill half of it, normal ones
 //!   all but a tenth, which critical ones keep.
 //! - **O7, attempts that last as long as the caller waits.** An attempt over the limit waits
-//!   for room, newest first, within its deadline (`waiting.rs`).
+//!   for room, newest first, within its deadline; those that began waiting while the
+//!   dependency finished nothing go first once it serves again, oldest first (`waiting.rs`).
 //!
 //! A refused attempt ends its call with `StopReason::Saturated`: a self-imposed refusal (B8)
 //! that spends no budget, deposits nothing and carries the expected wait as its hint. A hop

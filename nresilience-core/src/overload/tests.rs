@@ -637,10 +637,12 @@ fn o7_calls_that_waited_through_a_stall_get_room_oldest_first_once_it_serves_aga
     let older = waiter(start + ms(790));
     let newer = waiter(start + ms(795));
     // It serves one: room for one. The calls that waited through the stall go first, the
-    // oldest of them first; a new call comes after them.
+    // oldest of them first; a new call that can wait comes after them.
     let now = start + ms(800);
     tracker.answered(held.remove(0), ms(800), Answer::Served, now);
-    let new_call = tracker.admit(now, None, Criticality::Normal).unwrap_err();
+    let new_call = tracker
+        .admit(now, Some(ms(2_000)), Criticality::Normal)
+        .unwrap_err();
     assert_eq!(new_call.cause, SaturatedBy::Limit);
     let refused = tracker
         .admit_waiting(newer, now, None, Criticality::Normal)
@@ -652,6 +654,10 @@ fn o7_calls_that_waited_through_a_stall_get_room_oldest_first_once_it_serves_aga
     // the limit's attempts finish at the latency seen lately, 800 ms over 10, not in 800 ms.
     let room_in = refused.room_in.expect("refused by the limit");
     assert!(room_in <= ms(80), "room in {room_in:?}");
+    // A call with no deadline cannot wait: it is no waiter, and goes before them.
+    let now = start + ms(810);
+    tracker.answered(held.remove(0), ms(810), Answer::Served, now);
+    assert!(tracker.admit(now, None, Criticality::Normal).is_ok());
 }
 
 #[test]

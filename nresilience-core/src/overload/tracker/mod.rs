@@ -114,7 +114,8 @@ impl LoadTracker {
     /// waits on it as `criticality` says, or refuses it. Under the limit, a sheddable attempt
     /// may fill half of it and a normal one all but a tenth, which critical attempts keep
     /// (O6). A new attempt goes before the calls waiting for room, but after those that
-    /// began waiting while the dependency finished nothing (O7).
+    /// began waiting while the dependency finished nothing (O7) unless it has no deadline, and
+    /// so cannot wait.
     #[inline(always)]
     pub fn admit(
         &self,
@@ -342,8 +343,10 @@ impl State {
             {
                 return Err(self.refuse(wait, SaturatedBy::Wait, 0));
             }
+            // A call that cannot wait (no deadline) is not among the waiters: it goes before
+            // them all, as a new call does when no stall's waiter waits.
             let waiters = match waiting {
-                None if !self.waiting.holds_stalled() => 0,
+                None if left.is_none() || !self.waiting.holds_stalled() => 0,
                 _ => self.waiting.ahead_of(waiting, now),
             };
             let ahead = held.saturating_add(u32::try_from(waiters).unwrap_or(u32::MAX));
@@ -376,14 +379,13 @@ impl State {
         // At the pace the expected wait counts on: a dependency finishing work again after
         // a stall makes room at its pace of the last slots, not at the window's, which the
         // stall still weighs down; told the window's, a waiting call would sleep past the
-        // room, or give up on it (O7). While the stall's waiters are served, the pace was
-        // measured with few attempts in flight, the waiters asleep: room comes as fast as
-        // the limit's attempts finish at the latency seen lately, when that is sooner.
+        // room, or give up on it (O7). Once the dependency serves the stall's waiters, the
+        // pace was measured with few attempts in flight, the waiters asleep: room comes as
+        // fast as the limit's attempts finish at the latency seen lately, when that is sooner.
         let room_in = (cause == SaturatedBy::Limit).then(|| {
             self.window.refused();
-            let at_limit = self
-                .waiting
-                .holds_stalled()
+            let serving_again = self.waiting.holds_stalled() && !self.window.finishing_nothing();
+            let at_limit = serving_again
                 .then(|| self.room_at_limit(to_finish))
                 .flatten();
             self.queue_wait(to_finish)
