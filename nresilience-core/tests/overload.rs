@@ -8,8 +8,10 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use nresilience_core::breaker::{BreakerOptions, BreakerOutcome, CircuitBreaker};
 use nresilience_core::call::{Call, CallOptions, Step};
 use nresilience_core::overload::OverloadControl;
 use nresilience_core::test_support::{self, Answer};
@@ -377,4 +379,39 @@ async fn o7_an_attempt_over_the_limit_waits_for_room_within_its_deadline() {
     };
     let (_, refused) = tokio::join!(long, refused);
     assert_eq!(refused.unwrap_err().reason(), StopReason::Saturated);
+}
+
+#[test]
+fn o7_g1_a_waiting_call_the_breaker_refuses_leaves_the_waiting_room_at_once() {
+    let ms = Duration::from_millis;
+    let start = Instant::now();
+    let breaker = Arc::new(
+        CircuitBreaker::new(
+            BreakerOptions::default().consecutive_failures(Some(1)),
+            start,
+        )
+        .unwrap(),
+    );
+    // A limit of one attempt in flight, bound from the start.
+    let policy = RetryPolicy::builder()
+        .deadline(Some(Duration::from_secs(1)))
+        .overload_control(Some(OverloadControl::new().floor(1).initial(1).max(10)))
+        .circuit_breaker(Arc::clone(&breaker))
+        .build()
+        .unwrap();
+    let mut first = Call::<&str>::start(&policy, start, CallOptions::new());
+    assert!(matches!(first.next::<()>(start), Step::Run(_)));
+    let now = start + ms(10);
+    let mut waiting = Call::<&str>::start(&policy, now, CallOptions::new());
+    let Step::Sleep(wake) = waiting.next::<()>(now) else {
+        panic!("over the limit, the call waits for room");
+    };
+    let tracker = test_support::load_tracker(&policy, None, now).unwrap();
+    assert_eq!(tracker.waiting(now), 1);
+    // The breaker opens while it waits: woken, the call is refused and pauses (G1), and
+    // counts ahead of no other call over that pause.
+    let permit = breaker.try_acquire(now).unwrap();
+    breaker.record(permit, BreakerOutcome::Failure, now);
+    assert!(matches!(waiting.next::<()>(wake), Step::Sleep(_)));
+    assert_eq!(tracker.waiting(wake), 0);
 }

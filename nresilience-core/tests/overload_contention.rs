@@ -38,6 +38,8 @@ fn o1_o2_contended_threads_keep_the_trackers_rules_and_leave_nothing_held() {
                 let (tracker, clock) = (Arc::clone(&tracker), Arc::clone(&clock));
                 std::thread::spawn(move || {
                     let mut draws = Draws(seed.wrapping_mul(0x5851_F42D_4C95_7F2D) ^ threads);
+                    // Threads of every criticality share the limit and the waiting room (O6).
+                    let criticality = Criticality::ALL[seed as usize % 3];
                     let mut mine = Vec::new();
                     let mut waiting = Vec::new();
                     for _ in 0..OPERATIONS {
@@ -47,10 +49,10 @@ fn o1_o2_contended_threads_keep_the_trackers_rules_and_leave_nothing_held() {
                         match (draw >> 16) % 4 {
                             0 | 1 => {
                                 let left = Duration::from_micros((draw >> 24) % 200_000);
-                                match tracker.admit(now, Some(left), Criticality::Normal) {
+                                match tracker.admit(now, Some(left), criticality) {
                                     Ok(admission) => mine.push((admission.ticket, now)),
                                     Err(refused) if refused.room_in.is_some() => {
-                                        waiting.extend(tracker.wait(now + left));
+                                        waiting.extend(tracker.wait(now + left, criticality));
                                     }
                                     Err(_) => {}
                                 }
@@ -60,7 +62,7 @@ fn o1_o2_contended_threads_keep_the_trackers_rules_and_leave_nothing_held() {
                                 if draw & 4 == 0 {
                                     tracker.stop_waiting(ticket);
                                 } else if let Ok(admission) =
-                                    tracker.admit_waiting(ticket, now, None, Criticality::Normal)
+                                    tracker.admit_waiting(ticket, now, None, criticality)
                                 {
                                     mine.push((admission.ticket, now));
                                 } else {

@@ -632,7 +632,9 @@ fn o7_calls_that_waited_through_a_stall_get_room_oldest_first_once_it_serves_aga
     let waiter = |at: Instant| {
         let refused = tracker.admit(at, None, Criticality::Normal).unwrap_err();
         assert_eq!(refused.cause, SaturatedBy::Limit);
-        tracker.wait(at + ms(1_000)).expect("room to wait")
+        tracker
+            .wait(at + ms(1_000), Criticality::Normal)
+            .expect("room to wait")
     };
     let older = waiter(start + ms(790));
     let newer = waiter(start + ms(795));
@@ -661,6 +663,41 @@ fn o7_calls_that_waited_through_a_stall_get_room_oldest_first_once_it_serves_aga
 }
 
 #[test]
+fn o6_o7_the_stalls_less_critical_waiters_do_not_go_before_a_more_critical_call() {
+    // Bound at 10: a sheddable call may fill half of it, a normal one 9 (O6). Nine attempts
+    // held through a stall; five sheddable calls refused in it wait for room.
+    let start = Instant::now();
+    let tracker = LoadTracker::new(OverloadControl::new().floor(10).initial(10), start);
+    let mut held = admitted(&tracker, 9, start);
+    let waiters: Vec<_> = (0..5)
+        .map(|i| {
+            let at = start + ms(790 + i);
+            let refused = tracker.admit(at, None, Criticality::Sheddable).unwrap_err();
+            assert_eq!(refused.cause, SaturatedBy::Limit);
+            tracker
+                .wait(at + ms(1_000), Criticality::Sheddable)
+                .expect("room to wait")
+        })
+        .collect();
+    // It serves three: six held. The sheddable waiters cannot take the room (their half is
+    // full), and they do not keep it from more critical calls, which go before them.
+    let now = start + ms(800);
+    for ticket in held.drain(..3) {
+        tracker.answered(ticket, ms(800), Answer::Served, now);
+    }
+    let left = Some(ms(2_000));
+    assert!(tracker.admit(now, left, Criticality::Critical).is_ok());
+    assert!(tracker.admit(now, left, Criticality::Normal).is_ok());
+    for waiter in waiters {
+        let refused = tracker
+            .admit_waiting(waiter, now, left, Criticality::Sheddable)
+            .unwrap_err();
+        assert_eq!(refused.cause, SaturatedBy::Limit);
+    }
+    assert_eq!(tracker.waiting(now), 5);
+}
+
+#[test]
 fn o7_calls_that_waited_behind_work_get_room_newest_first_after_new_calls() {
     // Bound at 10 (9 for a normal call), the dependency finishing work: three of nine
     // attempts answered, three more sent; two calls refused then wait for room.
@@ -673,7 +710,9 @@ fn o7_calls_that_waited_behind_work_get_room_newest_first_after_new_calls() {
     held.extend(admitted(&tracker, 3, start + ms(150)));
     let waiter = |at: Instant| {
         tracker.admit(at, None, Criticality::Normal).unwrap_err();
-        tracker.wait(at + ms(1_000)).expect("room to wait")
+        tracker
+            .wait(at + ms(1_000), Criticality::Normal)
+            .expect("room to wait")
     };
     let older = waiter(start + ms(160));
     let newer = waiter(start + ms(170));
@@ -799,7 +838,7 @@ proptest! {
                         Err(refused) => {
                             prop_assert!(!nothing_awaited, "refused with nothing awaited: {refused:?}");
                             if refused.room_in.is_some() {
-                                waiting.extend(tracker.wait(now + ms(left_ms.unwrap_or(1_000))));
+                                waiting.extend(tracker.wait(now + ms(left_ms.unwrap_or(1_000)), Criticality::Normal));
                             }
                         }
                     }

@@ -10,13 +10,17 @@
 //! that outruns the dependency, and when it serves again they go first, oldest first, before
 //! new calls. Served newest first, the stall's oldest calls would be given up on while the
 //! newer ones took the room, although the dependency, its capacity spared by the stall, could
-//! serve them all in their time; each is still judged by its expected wait (O1).
+//! serve them all in their time; each is still judged by its expected wait (O1). A waiter
+//! never goes before a more critical call: its share of the limit is smaller (O6), and counted
+//! ahead of the more critical call it would refuse that call room it cannot take itself.
 
 // Public items for the `test-support` feature's re-exports; without it they reach no user.
 #![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 
 use std::collections::VecDeque;
 use std::time::Instant;
+
+use crate::criticality::Criticality;
 
 /// A call's place among the waiters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,21 +29,39 @@ pub struct WaitTicket {
     stalled: bool,
 }
 
-/// The waiters, each with the instant it stops waiting: those that began waiting while the
-/// dependency finished nothing, and the others, each oldest first.
+/// The waiters: those that began waiting while the dependency finished nothing, and the
+/// others, each oldest first.
 #[derive(Debug, Default)]
 pub(super) struct WaitingRoom {
     next: u64,
-    stalled: VecDeque<(u64, Instant)>,
-    queued: VecDeque<(u64, Instant)>,
+    stalled: VecDeque<Waiter>,
+    queued: VecDeque<Waiter>,
+}
+
+/// A waiting call: its place, the instant it stops waiting, and how its caller waits on it.
+#[derive(Debug, Clone, Copy)]
+struct Waiter {
+    id: u64,
+    until: Instant,
+    criticality: Criticality,
+}
+
+impl Waiter {
+    /// Whether it goes before a call of `criticality` when its order says so: it is at least
+    /// as critical.
+    fn goes_before(&self, criticality: Criticality) -> bool {
+        // `Criticality` is declared from the most critical down.
+        self.criticality as u8 <= criticality as u8
+    }
 }
 
 impl WaitingRoom {
-    /// A new waiter until `until`, which began waiting while the dependency finished nothing
-    /// when `stalled`, or none when `bound` wait already.
+    /// A new waiter of `criticality` until `until`, which began waiting while the dependency
+    /// finished nothing when `stalled`, or none when `bound` wait already.
     pub(super) fn join(
         &mut self,
         until: Instant,
+        criticality: Criticality,
         bound: usize,
         stalled: bool,
     ) -> Option<WaitTicket> {
@@ -53,24 +75,43 @@ impl WaitingRoom {
         } else {
             &mut self.queued
         };
-        waiters.push_back((id, until));
+        waiters.push_back(Waiter {
+            id,
+            until,
+            criticality,
+        });
         Some(WaitTicket { id, stalled })
     }
 
-    /// The waiters who go before `ticket` at `now`, those past their time gone first: the
-    /// older of those that waited through a stall, or all of those and the newer of the
-    /// others. A new call (`None`), or one whose time is up, goes after the first and before
-    /// the others.
-    pub(super) fn ahead_of(&mut self, ticket: Option<WaitTicket>, now: Instant) -> usize {
-        self.stalled.retain(|&(_, until)| until > now);
-        let Some(ticket) = ticket else {
-            return self.stalled.len();
+    /// The waiters who go before `ticket`, of `criticality`, at `now`, those past their time
+    /// gone first: the older of those that waited through a stall, or all of those and the
+    /// newer of the others, when they are at least as critical. A new call (`None`), or one
+    /// whose time is up, goes after the first and before the others.
+    pub(super) fn ahead_of(
+        &mut self,
+        ticket: Option<WaitTicket>,
+        criticality: Criticality,
+        now: Instant,
+    ) -> usize {
+        self.stalled.retain(|waiter| waiter.until > now);
+        let counted = |waiters: &VecDeque<Waiter>, from: usize, to: usize| {
+            waiters
+                .range(from..to)
+                .filter(|waiter| waiter.goes_before(criticality))
+                .count()
         };
-        self.queued.retain(|&(_, until)| until > now);
+        let stalled = self.stalled.len();
+        let Some(ticket) = ticket else {
+            return counted(&self.stalled, 0, stalled);
+        };
+        self.queued.retain(|waiter| waiter.until > now);
+        let queued = self.queued.len();
         match (ticket.stalled, position(self.waiters(ticket), ticket)) {
-            (true, Some(at)) => at,
-            (false, Some(at)) => self.stalled.len() + self.queued.len() - at - 1,
-            (_, None) => self.stalled.len(),
+            (true, Some(at)) => counted(&self.stalled, 0, at),
+            (false, Some(at)) => {
+                counted(&self.stalled, 0, stalled) + counted(&self.queued, at + 1, queued)
+            }
+            (_, None) => counted(&self.stalled, 0, stalled),
         }
     }
 
@@ -84,8 +125,8 @@ impl WaitingRoom {
     /// How many wait at `now`, those past their time gone first.
     #[cfg(any(test, feature = "test-support"))]
     pub(super) fn len_at(&mut self, now: Instant) -> usize {
-        self.stalled.retain(|&(_, until)| until > now);
-        self.queued.retain(|&(_, until)| until > now);
+        self.stalled.retain(|waiter| waiter.until > now);
+        self.queued.retain(|waiter| waiter.until > now);
         self.stalled.len() + self.queued.len()
     }
 
@@ -96,7 +137,7 @@ impl WaitingRoom {
         }
     }
 
-    fn waiters(&self, ticket: WaitTicket) -> &VecDeque<(u64, Instant)> {
+    fn waiters(&self, ticket: WaitTicket) -> &VecDeque<Waiter> {
         if ticket.stalled {
             &self.stalled
         } else {
@@ -104,7 +145,7 @@ impl WaitingRoom {
         }
     }
 
-    fn waiters_mut(&mut self, ticket: WaitTicket) -> &mut VecDeque<(u64, Instant)> {
+    fn waiters_mut(&mut self, ticket: WaitTicket) -> &mut VecDeque<Waiter> {
         if ticket.stalled {
             &mut self.stalled
         } else {
@@ -114,9 +155,11 @@ impl WaitingRoom {
 }
 
 /// Where `ticket` stands among `waiters`, if it waits there still.
-fn position(waiters: &VecDeque<(u64, Instant)>, ticket: WaitTicket) -> Option<usize> {
+fn position(waiters: &VecDeque<Waiter>, ticket: WaitTicket) -> Option<usize> {
     // Ids are handed out in order and kept in it.
-    waiters.binary_search_by_key(&ticket.id, |&(id, _)| id).ok()
+    waiters
+        .binary_search_by_key(&ticket.id, |waiter| waiter.id)
+        .ok()
 }
 
 #[cfg(test)]
@@ -125,33 +168,70 @@ mod tests {
 
     use super::*;
 
+    const N: Criticality = Criticality::Normal;
+
     #[test]
     fn o7_a_stalls_waiters_go_first_oldest_first_and_the_others_newest_first() {
         let now = Instant::now();
         let s = Duration::from_secs;
         let mut room = WaitingRoom::default();
-        let stalled_old = room.join(now + s(1), 8, true).unwrap();
-        let queued_old = room.join(now + s(2), 8, false).unwrap();
-        let stalled_new = room.join(now + s(3), 8, true).unwrap();
-        let queued_new = room.join(now + s(3), 8, false).unwrap();
-        assert_eq!(room.ahead_of(Some(stalled_old), now), 0);
-        assert_eq!(room.ahead_of(Some(stalled_new), now), 1);
-        assert_eq!(room.ahead_of(None, now), 2, "a new call, after the stall's");
-        assert_eq!(room.ahead_of(Some(queued_new), now), 2);
-        assert_eq!(room.ahead_of(Some(queued_old), now), 3);
+        let stalled_old = room.join(now + s(1), N, 8, true).unwrap();
+        let queued_old = room.join(now + s(2), N, 8, false).unwrap();
+        let stalled_new = room.join(now + s(3), N, 8, true).unwrap();
+        let queued_new = room.join(now + s(3), N, 8, false).unwrap();
+        assert_eq!(room.ahead_of(Some(stalled_old), N, now), 0);
+        assert_eq!(room.ahead_of(Some(stalled_new), N, now), 1);
+        assert_eq!(
+            room.ahead_of(None, N, now),
+            2,
+            "a new call, after the stall's"
+        );
+        assert_eq!(room.ahead_of(Some(queued_new), N, now), 2);
+        assert_eq!(room.ahead_of(Some(queued_old), N, now), 3);
         room.leave(stalled_old);
-        assert_eq!(room.ahead_of(Some(stalled_new), now), 0);
-        assert_eq!(room.ahead_of(Some(queued_old), now), 2);
+        assert_eq!(room.ahead_of(Some(stalled_new), N, now), 0);
+        assert_eq!(room.ahead_of(Some(queued_old), N, now), 2);
         assert!(room.holds_stalled());
         // Past their time, waiters count no more; one whose time is up goes as a new call.
         let later = now + s(2);
-        assert_eq!(room.ahead_of(Some(queued_old), later), 1);
+        assert_eq!(room.ahead_of(Some(queued_old), N, later), 1);
         assert_eq!(room.len_at(later), 2);
         room.leave(stalled_new);
         assert!(!room.holds_stalled());
-        assert_eq!(room.ahead_of(Some(queued_new), later), 0);
-        assert!(room.join(now, 1, false).is_none(), "the room is bounded");
+        assert_eq!(room.ahead_of(Some(queued_new), N, later), 0);
+        assert!(room.join(now, N, 1, false).is_none(), "the room is bounded");
         room.leave(queued_new);
         assert_eq!(room.len_at(later), 0);
+    }
+
+    #[test]
+    fn o6_o7_a_waiter_never_goes_before_a_more_critical_call() {
+        let now = Instant::now();
+        let until = now + Duration::from_secs(1);
+        let (c, s) = (Criticality::Critical, Criticality::Sheddable);
+        let mut room = WaitingRoom::default();
+        let shed_stalled = room.join(until, s, 8, true).unwrap();
+        let normal_stalled = room.join(until, N, 8, true).unwrap();
+        let critical_queued = room.join(until, c, 8, false).unwrap();
+        let normal_queued = room.join(until, N, 8, false).unwrap();
+        assert_eq!(
+            room.ahead_of(None, c, now),
+            0,
+            "no stall's waiter before a critical call"
+        );
+        assert_eq!(
+            room.ahead_of(None, N, now),
+            1,
+            "the normal one before a normal call"
+        );
+        assert_eq!(room.ahead_of(None, s, now), 2);
+        assert_eq!(
+            room.ahead_of(Some(normal_stalled), N, now),
+            0,
+            "older, but sheddable"
+        );
+        assert_eq!(room.ahead_of(Some(shed_stalled), s, now), 0);
+        assert_eq!(room.ahead_of(Some(critical_queued), c, now), 0);
+        assert_eq!(room.ahead_of(Some(normal_queued), N, now), 1);
     }
 }

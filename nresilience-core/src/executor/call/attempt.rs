@@ -158,11 +158,16 @@ impl<E> Call<E> {
                 self.tally.sleeps(now);
                 return Step::Sleep(until);
             }
-            if let Some(waiting) = self.waiting.take() {
-                load.stop_waiting(waiting.ticket);
-            }
         }
+        self.stop_waiting();
         self.saturated(saturated, now)
+    }
+
+    /// The call gives up its place among the calls waiting for room, if it has one (O7).
+    pub(super) fn stop_waiting(&mut self) {
+        if let (Some(waiting), Some(load)) = (self.waiting.take(), &self.load) {
+            load.stop_waiting(waiting.ticket);
+        }
     }
 
     /// When to ask again for room the limit refused (O7): an attempt over the limit waits for
@@ -189,7 +194,7 @@ impl<E> Call<E> {
             return None;
         }
         if self.waiting.is_none() {
-            let ticket = load.wait(until)?;
+            let ticket = load.wait(until, self.criticality)?;
             self.waiting = Some(Box::new(Waiting { ticket, until }));
         }
         Some(next)

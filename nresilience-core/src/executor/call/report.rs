@@ -19,9 +19,7 @@ use crate::telemetry::CANCELLED;
 impl<E> Drop for Call<E> {
     fn drop(&mut self) {
         self.return_token();
-        if let (Some(waiting), Some(load)) = (self.waiting.take(), &self.load) {
-            load.stop_waiting(waiting.ticket);
-        }
+        self.stop_waiting();
         // A probe slot held by a cancelled attempt goes back when its permit drops (G4).
         if !matches!(self.phase, Phase::Done)
             && (self.attempts > 0 || !matches!(self.phase, Phase::Ready))
@@ -39,6 +37,9 @@ impl<E> Call<E> {
     /// rejection pause (B7, G1).
     pub(super) fn refusing<T>(&mut self, reason: RejectReason, now: Instant) -> Step<T, E> {
         self.return_token();
+        // A call waiting for room under the limit (O7) waits no more: over its pause it would
+        // count ahead of calls that can go.
+        self.stop_waiting();
         self.phase = Phase::Refusing(reason);
         let pause = self.policy.rejection_pause();
         let pause = self.time_left(now).map_or(pause, |left| pause.min(left));

@@ -115,7 +115,7 @@ impl LoadTracker {
     /// may fill half of it and a normal one all but a tenth, which critical attempts keep
     /// (O6). A new attempt goes before the calls waiting for room, but after those that
     /// began waiting while the dependency finished nothing (O7) unless it has no deadline, and
-    /// so cannot wait.
+    /// so cannot wait, or they are less critical.
     #[inline(always)]
     pub fn admit(
         &self,
@@ -126,20 +126,21 @@ impl LoadTracker {
         self.at(now).admit(now, left, criticality, None, false)
     }
 
-    /// Makes a call the limit refused wait for room until `until` (O7), or `None` when too
-    /// many wait already: it asks again with [`admit_waiting`](Self::admit_waiting). A call that
-    /// begins waiting while the dependency finishes nothing waits for the stall: it goes before
-    /// the others, and before new calls, once the dependency serves again.
-    pub fn wait(&self, until: Instant) -> Option<WaitTicket> {
+    /// Makes a call of `criticality` the limit refused wait for room until `until` (O7), or
+    /// `None` when too many wait already: it asks again with
+    /// [`admit_waiting`](Self::admit_waiting). A call that begins waiting while the dependency
+    /// finishes nothing waits for the stall: it goes before the others, and before new calls,
+    /// once the dependency serves again. No waiter goes before a more critical call (O6).
+    pub fn wait(&self, until: Instant, criticality: Criticality) -> Option<WaitTicket> {
         let bound = 2 * self.control.max as usize;
         let mut state = self.lock();
         let stalled = state.window.finishing_nothing();
-        state.waiting.join(until, bound, stalled)
+        state.waiting.join(until, criticality, bound, stalled)
     }
 
     /// Admits the waiting call of `ticket` once there is room for it and for every waiter that
     /// goes before it — the older of those that waited through a stall, or all of those and
-    /// the newer of the others — or refuses it again; [`Saturated::room_in`] says when to ask
+    /// the newer of the others, when they are at least as critical — or refuses it again; [`Saturated::room_in`] says when to ask
     /// next. A call whose waiting time is up is judged as a new attempt would be.
     pub fn admit_waiting(
         &self,
@@ -347,7 +348,7 @@ impl State {
             // them all, as a new call does when no stall's waiter waits.
             let waiters = match waiting {
                 None if left.is_none() || !self.waiting.holds_stalled() => 0,
-                _ => self.waiting.ahead_of(waiting, now),
+                _ => self.waiting.ahead_of(waiting, criticality, now),
             };
             let ahead = held.saturating_add(u32::try_from(waiters).unwrap_or(u32::MAX));
             let share = share(self.limit.value(), criticality);
