@@ -18,6 +18,14 @@ impl Criticality {
     /// Every criticality, in declaration order (`ALL[c as usize] == c`).
     pub const ALL: [Self; 3] = [Self::Critical, Self::Normal, Self::Sheddable];
 
+    /// Whether `self` is at least as critical as `other`: a critical call is at least as
+    /// critical as any, a sheddable one only as another sheddable one.
+    #[must_use]
+    pub(crate) const fn at_least(self, other: Self) -> bool {
+        // Declared from the most critical down.
+        self as u8 <= other as u8
+    }
+
     /// The `criticality` member of `x-nresilience-chain`: `critical`, `normal` or `sheddable`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
@@ -48,6 +56,14 @@ impl Criticality {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn o6_criticality_is_ordered_from_critical_down_to_sheddable() {
+        use Criticality::{Critical, Normal, Sheddable};
+        assert!(Critical.at_least(Normal) && Normal.at_least(Sheddable));
+        assert!(!Sheddable.at_least(Normal) && !Normal.at_least(Critical));
+        assert!(Criticality::ALL.into_iter().all(|c| c.at_least(c)));
+    }
 
     #[test]
     fn c3_all_is_in_declaration_order() {

@@ -412,6 +412,12 @@ fn o7_g1_a_waiting_call_the_breaker_refuses_leaves_the_waiting_room_at_once() {
     // counts ahead of no other call over that pause.
     let permit = breaker.try_acquire(now).unwrap();
     breaker.record(permit, BreakerOutcome::Failure, now);
-    assert!(matches!(waiting.next::<()>(wake), Step::Sleep(_)));
+    let Step::Sleep(paused) = waiting.next::<()>(wake) else {
+        panic!("refused by the breaker, the call pauses");
+    };
     assert_eq!(tracker.waiting(wake), 0);
+    let Step::Done(Err(error)) = waiting.next::<()>(paused) else {
+        panic!("the call ends refused");
+    };
+    assert_eq!(error.reason(), StopReason::BreakerOpen);
 }

@@ -669,6 +669,10 @@ fn o6_o7_the_stalls_less_critical_waiters_do_not_go_before_a_more_critical_call(
     let start = Instant::now();
     let tracker = LoadTracker::new(OverloadControl::new().floor(10).initial(10), start);
     let mut held = admitted(&tracker, 9, start);
+    assert!(
+        tracker.stalled(start + ms(790)),
+        "they begin waiting in a stall"
+    );
     let waiters: Vec<_> = (0..5)
         .map(|i| {
             let at = start + ms(790 + i);
@@ -760,6 +764,7 @@ fn o2_invalid_settings_are_refused_with_the_reason() {
 enum Op {
     Admit {
         left_ms: Option<u64>,
+        criticality: Criticality,
     },
     Answer {
         which: usize,
@@ -782,7 +787,10 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => proptest::option::of(0u64..3_000).prop_map(|left_ms| Op::Admit { left_ms }),
+        3 => (proptest::option::of(0u64..3_000), 0usize..3).prop_map(|(left_ms, c)| Op::Admit {
+            left_ms,
+            criticality: Criticality::ALL[c],
+        }),
         3 => (any::<usize>(), 0u64..2_000, any::<bool>())
             .prop_map(|(which, latency_ms, served)| Op::Answer { which, latency_ms, served }),
         1 => (any::<usize>(), any::<bool>()).prop_map(|(which, cut)| Op::Abandon { which, cut }),
@@ -831,29 +839,32 @@ proptest! {
         let mut waiting = Vec::new();
         for op in ops {
             match op {
-                Op::Admit { left_ms } => {
+                Op::Admit { left_ms, criticality } => {
                     let nothing_awaited = running.is_empty();
-                    match tracker.admit(now, left_ms.map(ms), Criticality::Normal) {
+                    match tracker.admit(now, left_ms.map(ms), criticality) {
                         Ok(admission) => running.push((admission.ticket, now)),
                         Err(refused) => {
                             prop_assert!(!nothing_awaited, "refused with nothing awaited: {refused:?}");
                             if refused.room_in.is_some() {
-                                waiting.extend(tracker.wait(now + ms(left_ms.unwrap_or(1_000)), Criticality::Normal));
+                                let until = now + ms(left_ms.unwrap_or(1_000));
+                                waiting.extend(
+                                    tracker.wait(until, criticality).map(|t| (t, criticality)),
+                                );
                             }
                         }
                     }
                 }
                 Op::AskAgain { which, give_up } if !waiting.is_empty() => {
-                    let ticket = waiting.swap_remove(which % waiting.len());
+                    let (ticket, criticality) = waiting.swap_remove(which % waiting.len());
                     if give_up {
                         tracker.stop_waiting(ticket);
                     } else {
                         let nothing_awaited = running.is_empty();
-                        match tracker.admit_waiting(ticket, now, None, Criticality::Normal) {
+                        match tracker.admit_waiting(ticket, now, None, criticality) {
                             Ok(admission) => running.push((admission.ticket, now)),
                             Err(refused) => {
                                 prop_assert!(!nothing_awaited, "refused with nothing awaited: {refused:?}");
-                                waiting.push(ticket);
+                                waiting.push((ticket, criticality));
                             }
                         }
                     }
@@ -875,7 +886,7 @@ proptest! {
             prop_assert!(tracker.held(now) as usize <= running.len() + 2 * (floor * 4) as usize);
             prop_assert!(tracker.waiting(now) <= waiting.len().min(2 * (floor * 4) as usize));
         }
-        for ticket in waiting {
+        for (ticket, _) in waiting {
             tracker.stop_waiting(ticket);
         }
         prop_assert_eq!(tracker.waiting(now), 0);

@@ -10,9 +10,9 @@
 //! that outruns the dependency, and when it serves again they go first, oldest first, before
 //! new calls. Served newest first, the stall's oldest calls would be given up on while the
 //! newer ones took the room, although the dependency, its capacity spared by the stall, could
-//! serve them all in their time; each is still judged by its expected wait (O1). A waiter
-//! never goes before a more critical call: its share of the limit is smaller (O6), and counted
-//! ahead of the more critical call it would refuse that call room it cannot take itself.
+//! serve them all in their time; each is still judged by its expected wait (O1). A waiter is
+//! never counted ahead of a more critical call: the more critical call's larger share of the
+//! limit (O6) is its own to fill, whatever waits with less.
 
 // Public items for the `test-support` feature's re-exports; without it they reach no user.
 #![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
@@ -50,8 +50,7 @@ impl Waiter {
     /// Whether it goes before a call of `criticality` when its order says so: it is at least
     /// as critical.
     fn goes_before(&self, criticality: Criticality) -> bool {
-        // `Criticality` is declared from the most critical down.
-        self.criticality as u8 <= criticality as u8
+        self.criticality.at_least(criticality)
     }
 }
 

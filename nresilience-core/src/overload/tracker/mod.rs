@@ -140,8 +140,9 @@ impl LoadTracker {
 
     /// Admits the waiting call of `ticket` once there is room for it and for every waiter that
     /// goes before it — the older of those that waited through a stall, or all of those and
-    /// the newer of the others, when they are at least as critical — or refuses it again; [`Saturated::room_in`] says when to ask
-    /// next. A call whose waiting time is up is judged as a new attempt would be.
+    /// the newer of the others, when they are at least as critical — or refuses it again;
+    /// [`Saturated::room_in`] says when to ask next. A call whose waiting time is up is judged
+    /// as a new attempt would be. `criticality` is the one the call waited with.
     pub fn admit_waiting(
         &self,
         ticket: WaitTicket,
