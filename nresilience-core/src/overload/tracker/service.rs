@@ -33,8 +33,7 @@ impl LoadTracker {
         let pressed = state
             .pressed
             .filter(|&(at, _)| now.saturating_duration_since(at) < slot);
-        let gives_way =
-            pressed.is_some_and(|(_, refused)| retry || rank(criticality) > rank(refused));
+        let gives_way = pressed.is_some_and(|(_, refused)| retry || !criticality.at_least(refused));
         // Callers leaving their requests unanswered are as sure a sign as a refusal that the
         // service is over its capacity. With nothing in the handlers, nothing gives way.
         if state.in_flight > 0 && (gives_way || (retry && state.window.callers_leaving())) {
@@ -45,7 +44,7 @@ impl LoadTracker {
         let admitted = state.admit(now, left, criticality, None, retry);
         if admitted.is_err() && !retry {
             let most = match pressed {
-                Some((_, refused)) if rank(refused) < rank(criticality) => refused,
+                Some((_, refused)) if !criticality.at_least(refused) => refused,
                 _ => criticality,
             };
             state.pressed = Some((now, most));
@@ -74,9 +73,4 @@ pub(crate) enum RequestRefused {
     /// The service refused a first attempt as critical as it lately: its capacity goes to
     /// those; the hint is the wait of the requests ahead.
     Shed(Duration),
-}
-
-/// How little a caller waits on work of `criticality`: critical 0, sheddable 2.
-fn rank(criticality: Criticality) -> u8 {
-    criticality as u8
 }
