@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use super::window::nanos;
+
 /// An attempt's place in a [`LoadTracker`](super::LoadTracker): hand it back when the attempt ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Ticket {
@@ -17,9 +19,14 @@ pub struct Ticket {
 pub struct Admission {
     /// Its place: hand it back when the attempt ends.
     pub ticket: Ticket,
-    pub(super) wait: Option<Duration>,
+    /// The expected wait in nanoseconds, [`UNKNOWN_WAIT`] while the tracker cannot tell: as
+    /// the tracker counts it, with no conversion on the attempt's way out.
+    pub(super) wait: u64,
     pub(super) finishing_nothing: bool,
 }
+
+/// [`Admission`]'s wait when the tracker cannot tell; every wait it tells is far below.
+pub(super) const UNKNOWN_WAIT: u64 = u64::MAX;
 
 impl Admission {
     /// The attempt's expected wait when it was admitted, once the tracker can tell: the
@@ -28,7 +35,11 @@ impl Admission {
     #[cfg(any(test, feature = "test-support"))]
     #[must_use]
     pub fn expected_wait(&self) -> Option<Duration> {
-        self.wait
+        self.known_wait()
+    }
+
+    fn known_wait(&self) -> Option<Duration> {
+        (self.wait != UNKNOWN_WAIT).then(|| Duration::from_nanos(self.wait))
     }
 
     /// Whether the dependency's load, not the attempt, would be what makes it slower than
@@ -46,7 +57,7 @@ impl Admission {
     #[must_use]
     #[inline]
     pub fn outlasts(&self, ceiling: Duration) -> bool {
-        self.finishing_nothing || self.wait.is_some_and(|wait| wait > ceiling)
+        self.finishing_nothing || (self.wait != UNKNOWN_WAIT && self.wait > nanos(ceiling))
     }
 
     /// How long the measured `ceiling` lets the attempt run, given how long a `typical`
@@ -66,7 +77,7 @@ impl Admission {
             return None;
         }
         let beyond = self
-            .wait
+            .known_wait()
             .and_then(|wait| wait.checked_sub(typical.unwrap_or_default()));
         Some(beyond.map_or(ceiling, |beyond| ceiling.saturating_add(beyond)))
     }

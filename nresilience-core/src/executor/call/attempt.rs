@@ -95,16 +95,14 @@ impl<E> Call<E> {
         }
         // Nothing is sent that the dependency cannot serve before the caller gives up (O1),
         // nor past its adaptive limit (O2).
-        let admission = match self.load.as_deref() {
-            None => None,
-            Some(load) => {
-                let admitted = match self.waiting.as_deref() {
-                    None => load.admit(now, left, self.criticality),
-                    Some(waiting) => {
-                        load.admit_waiting(waiting.ticket, now, left, self.criticality)
-                    }
-                };
-                match admitted {
+        let admission = match (self.load.as_deref(), self.waiting.as_deref()) {
+            (None, _) => None,
+            (Some(load), None) => match load.admit(now, left, self.criticality) {
+                Ok(admission) => Some(admission),
+                Err(saturated) => return self.refused_load(saturated, now, left),
+            },
+            (Some(load), Some(waiting)) => {
+                match load.admit_waiting(waiting.ticket, now, left, self.criticality) {
                     Ok(admission) => {
                         self.waiting = None;
                         Some(admission)
@@ -246,14 +244,13 @@ impl<E> Call<E> {
         }
     }
 
-    /// Records the dependency's limit for its gauge when it has moved (O4).
-    pub(super) fn report_limit(&self) {
-        if let Some(load) = &self.load {
-            if let Some(limit) = load.limit_moved() {
-                self.policy
-                    .instruments()
-                    .overload_limit(limit, load.dependency());
-            }
+    /// Records the limit of `load`, the call's dependency, for its gauge when it has moved
+    /// (O4).
+    pub(super) fn report_limit(&self, load: &LoadTracker) {
+        if let Some(limit) = load.limit_moved() {
+            self.policy
+                .instruments()
+                .overload_limit(limit, load.dependency());
         }
     }
 

@@ -7,15 +7,17 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, MutexGuard};
 
 mod no_load;
 mod service;
 
 pub(crate) use service::RequestRefused;
 
-use super::admission::{Admission, Answer, Saturated, SaturatedBy, Ticket};
+use super::admission::{Admission, Answer, Saturated, SaturatedBy, Ticket, UNKNOWN_WAIT};
 use super::limit::Limit;
 use super::options::OverloadControl;
 use super::waiting::{WaitTicket, WaitingRoom};
@@ -311,10 +313,12 @@ impl LoadTracker {
         state
     }
 
+    /// A lock without poisoning: nothing under it can leave the state inconsistent if it
+    /// panics, and every attempt takes it twice, where std's lock checks the panic count on
+    /// each visit (about 30 instructions a call: BENCHMARKS.md).
     #[inline]
     fn lock(&self) -> MutexGuard<'_, State> {
-        // Nothing under the lock can leave the state inconsistent if it panics.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 }
 
@@ -359,16 +363,16 @@ impl State {
             }
         }
         self.in_flight += 1;
+        let held = held.saturating_add(1);
         let seq = self.next;
         self.next += 1;
         if self.in_flight == 1 {
             self.window.busy_from(now, seq);
         }
-        let held = self.held();
         self.window.sent(held);
         Ok(Admission {
             ticket: Ticket { seq },
-            wait: self.queue_wait(held),
+            wait: self.queue_wait_nanos(held),
             finishing_nothing: self.in_flight > 1 && self.window.finishing_nothing(),
         })
     }
@@ -489,11 +493,19 @@ impl State {
     /// the measured ceiling cuts when nothing else is awaited ([`Admission::outlasts`]).
     #[inline]
     fn queue_wait(&self, held: u32) -> Option<Duration> {
-        let each = self.window.nanos_per_completion()?;
-        let wait = u64::from(held)
+        let wait = self.queue_wait_nanos(held);
+        (wait != UNKNOWN_WAIT).then(|| Duration::from_nanos(wait))
+    }
+
+    /// [`queue_wait`](Self::queue_wait) in nanoseconds, as an [`Admission`] holds it.
+    #[inline]
+    fn queue_wait_nanos(&self, held: u32) -> u64 {
+        let Some(each) = self.window.nanos_per_completion() else {
+            return UNKNOWN_WAIT;
+        };
+        u64::from(held)
             .checked_mul(each)
-            .map_or(LONGEST_HOLD_NANOS, |wait| wait.min(LONGEST_HOLD_NANOS));
-        Some(Duration::from_nanos(wait))
+            .map_or(LONGEST_HOLD_NANOS, |wait| wait.min(LONGEST_HOLD_NANOS))
     }
 }
 
