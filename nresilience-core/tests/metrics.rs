@@ -441,6 +441,39 @@ async fn b11_b12_c3_c4_hg2_o4_f2_f3_f4_counters_histograms_and_gauges_carry_the_
         assert_eq!(bounds.first(), Some(&0.005), "{name}: {bounds:?}");
         assert_eq!(bounds.last(), Some(&10.0), "{name}: {bounds:?}");
     }
+
+    // O4, F4: a limit is recorded when it moves, by the event that moves it. A service that
+    // handled one request in 10 ms, then forty held with none answered: once the work has
+    // accumulated for two windows, the limit binds where it stood, and reading it is the event
+    // that records it.
+    let stalled = ServerAdmission::new(now);
+    let initial = stalled.limit(now);
+    let seen = stalled
+        .admit(false, Criticality::Normal, None, now)
+        .unwrap();
+    stalled.finished(seen, now + Duration::from_millis(10));
+    let start = now + Duration::from_secs(1);
+    let held: Vec<_> = (0..40)
+        .map(|_| {
+            stalled
+                .admit(false, Criticality::Normal, None, start)
+                .unwrap()
+        })
+        .collect();
+    let mut later = start;
+    while stalled.limit(later) == initial {
+        later += Duration::from_millis(100);
+        assert!(
+            later < now + Duration::from_secs(5),
+            "the limit never moved"
+        );
+    }
+    let points = collect(&provider, &exporter);
+    assert_eq!(
+        get(&points, ADMISSION_LIMIT, &[]),
+        f64::from(stalled.limit(later))
+    );
+    drop(held);
 }
 
 fn c_normal() -> (&'static str, &'static str) {

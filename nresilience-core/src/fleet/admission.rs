@@ -103,19 +103,22 @@ impl ServerAdmission {
     /// `nresilience.admission.limit`, from the meter provider installed when it is built.
     #[must_use]
     pub fn new(now: Instant) -> Self {
-        Self {
-            tracker: LoadTracker::new(OverloadControl::new(), now),
-            instruments: AdmissionInstruments::new(),
-        }
+        Self::made(OverloadControl::new(), now)
     }
 
     /// An admission whose limit `control` sets, at `now`, or the reason `control` is invalid.
     pub fn with_control(control: OverloadControl, now: Instant) -> Result<Self, InvalidOverload> {
         control.validate()?;
-        Ok(Self {
-            tracker: LoadTracker::new(control, now),
-            instruments: AdmissionInstruments::new(),
-        })
+        Ok(Self::made(control, now))
+    }
+
+    /// An admission of a valid `control`, its limit recorded as it moves.
+    fn made(control: OverloadControl, now: Instant) -> Self {
+        let instruments = AdmissionInstruments::new();
+        Self {
+            tracker: LoadTracker::new(control, now).reporting_to(instruments.limit()),
+            instruments,
+        }
     }
 
     /// Admits a request received at `now`, or refuses it: a `retry` (its attempt number
@@ -151,7 +154,6 @@ impl ServerAdmission {
             },
         };
         self.instruments.refused(refused.cause, retry, criticality);
-        self.record_limit();
         Err(refused)
     }
 
@@ -160,13 +162,6 @@ impl ServerAdmission {
         let handled = now.saturating_duration_since(admitted.at);
         self.tracker
             .answered(admitted.ticket, handled, Answer::Served, now);
-        self.record_limit();
-    }
-
-    fn record_limit(&self) {
-        if let Some(limit) = self.tracker.limit_moved() {
-            self.instruments.limit(limit);
-        }
     }
 
     /// The handler of `admitted` was dropped at `now` (its caller went away): it holds

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use super::{LoadTracker, OverloadControl};
 use crate::keyed::KeyTable;
+use crate::telemetry::LimitGauge;
 
 /// A [`LoadTracker`] per key (an HTTP client keys by host, as its budgets are keyed, H5): the
 /// load on one dependency says nothing about another's.
@@ -16,6 +17,8 @@ pub(crate) struct KeyedTrackers {
     control: OverloadControl,
     max_keys: usize,
     keys: Mutex<KeyTable<LoadTracker>>,
+    /// Where each tracker records its limit, in the series of its key.
+    gauge: Option<LimitGauge>,
 }
 
 impl KeyedTrackers {
@@ -26,14 +29,30 @@ impl KeyedTrackers {
             control,
             max_keys: max_keys.max(1),
             keys: Mutex::new(KeyTable::default()),
+            gauge: None,
         }
+    }
+
+    /// The table, each of its trackers recording its limit in `gauge`, in its key's series
+    /// (O4).
+    pub(crate) fn reporting_to(mut self, gauge: LimitGauge) -> Self {
+        self.gauge = Some(gauge);
+        self
     }
 
     /// The tracker of `key`, made at `now` on its first use.
     pub(crate) fn tracker_for(&self, key: &str, now: Instant) -> Arc<LoadTracker> {
         let control = self.control;
-        self.lock()
-            .get_or_make(key, self.max_keys, || LoadTracker::keyed(control, key, now))
+        self.lock().get_or_make(key, self.max_keys, || {
+            let tracker = LoadTracker::keyed(control, key, now);
+            match (&self.gauge, tracker.dependency()) {
+                (Some(gauge), Some(key)) => {
+                    let gauge = gauge.of_dependency(key);
+                    tracker.reporting_to(gauge)
+                }
+                _ => tracker,
+            }
+        })
     }
 
     /// How many keys have a tracker: at most `max_keys`.

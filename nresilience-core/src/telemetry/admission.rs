@@ -4,7 +4,7 @@
 use opentelemetry::metrics::{Counter, Gauge};
 use opentelemetry::{global, KeyValue};
 
-use super::{ADMISSION_LIMIT, ADMISSION_REFUSALS, ATTEMPT_KIND, CAUSE, CRITICALITY};
+use super::{LimitGauge, ADMISSION_LIMIT, ADMISSION_REFUSALS, ATTEMPT_KIND, CAUSE, CRITICALITY};
 use crate::criticality::Criticality;
 use crate::fleet::Refusal;
 
@@ -44,7 +44,8 @@ impl AdmissionInstruments {
         );
     }
 
-    pub(crate) fn limit(&self, limit: u32) {
-        self.limit.record(u64::from(limit), &[]);
+    /// Where the admission's tracker records its limit.
+    pub(crate) fn limit(&self) -> LimitGauge {
+        LimitGauge::new(self.limit.clone(), Vec::new())
     }
 }

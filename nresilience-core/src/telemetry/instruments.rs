@@ -8,6 +8,7 @@ use opentelemetry::metrics::{
 use opentelemetry::{global, KeyValue, StringValue};
 
 use super::utilization::{self, Buckets};
+use super::LimitGauge;
 use super::{
     ATTEMPTS, ATTEMPT_DURATION, CALLS, CALL_DURATION, CANCELLED, CAUSE, CRITICALITY, DEPENDENCY,
     DEPTH, HEDGES, NESTED_RETRIES, OUTCOME, OVERLOAD_LIMIT, OVERLOAD_REFUSALS, POLICY,
@@ -224,15 +225,11 @@ impl Instruments {
         self.overload_refusals.add(1, &tags);
     }
 
-    pub(crate) fn overload_limit(&self, limit: u32, dependency: Option<&std::sync::Arc<str>>) {
+    /// Where the policy's load trackers record their limits (O4): its own tracker's series;
+    /// a tracker per dependency adds its key.
+    pub(crate) fn overload_limit(&self) -> LimitGauge {
         let policy = KeyValue::new(POLICY, self.policy.clone());
-        match dependency {
-            Some(key) => {
-                let key = KeyValue::new(DEPENDENCY, StringValue::from(std::sync::Arc::clone(key)));
-                self.overload_limit.record(u64::from(limit), &[policy, key]);
-            }
-            None => self.overload_limit.record(u64::from(limit), &[policy]),
-        }
+        LimitGauge::new(self.overload_limit.clone(), vec![policy])
     }
 }
 

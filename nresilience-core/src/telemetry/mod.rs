@@ -20,11 +20,13 @@
 mod admission;
 mod fleet;
 mod instruments;
+mod limit;
 mod utilization;
 
 pub(crate) use admission::AdmissionInstruments;
 pub use fleet::FleetGauges;
 pub(crate) use instruments::Instruments;
+pub(crate) use limit::LimitGauge;
 
 /// Counter of calls, tagged with policy and outcome.
 pub const CALLS: &str = "nresilience.calls";

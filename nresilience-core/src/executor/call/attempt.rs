@@ -244,16 +244,6 @@ impl<E> Call<E> {
         }
     }
 
-    /// Records the limit of `load`, the call's dependency, for its gauge when it has moved
-    /// (O4).
-    pub(super) fn report_limit(&self, load: &LoadTracker) {
-        if let Some(limit) = load.limit_moved() {
-            self.policy
-                .instruments()
-                .overload_limit(limit, load.dependency());
-        }
-    }
-
     /// The attempts in flight are dropped unanswered at `now`, `superseded` by another
     /// attempt's answer or given up with their call: the dependency may still be working on
     /// them, so they stay in its load until it has finished them (O1).

@@ -423,7 +423,6 @@ impl<E> Call<E> {
                 _ => Answer::Unserved,
             };
             load.answered(attempt.ticket, duration, answer, now);
-            self.report_limit(load);
         }
         let mut verdict = verdict;
         if let Some(concurrent) = self.concurrent.as_deref_mut() {
@@ -486,7 +485,6 @@ impl<E> Call<E> {
             } else {
                 load.abandoned(attempt.ticket, duration, true, now);
             }
-            self.report_limit(load);
         }
         if attempt.censors {
             self.policy.record_cut(duration, now);

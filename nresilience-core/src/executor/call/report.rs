@@ -82,8 +82,6 @@ impl<E> Call<E> {
             SaturatedBy::Limit => "limit",
         };
         if let Some(load) = &self.load {
-            let limit = load.limit(now);
-            instruments.overload_limit(limit, load.dependency());
             instruments.overload_refusal(cause, self.criticality, load.dependency());
         }
         tracing::event!(

@@ -288,13 +288,15 @@ impl RetryPolicy {
         match key {
             Some(key) => trackers
                 .keyed
-                .get_or_init(|| KeyedTrackers::new(control, DEFAULT_MAX_KEYS))
+                .get_or_init(|| {
+                    KeyedTrackers::new(control, DEFAULT_MAX_KEYS)
+                        .reporting_to(self.inner.instruments.overload_limit())
+                })
                 .tracker_for(key, now),
-            None => Arc::clone(
-                trackers
-                    .own
-                    .get_or_init(|| Arc::new(LoadTracker::new(control, now))),
-            ),
+            None => Arc::clone(trackers.own.get_or_init(|| {
+                let gauge = self.inner.instruments.overload_limit();
+                Arc::new(LoadTracker::new(control, now).reporting_to(gauge))
+            })),
         }
     }
 

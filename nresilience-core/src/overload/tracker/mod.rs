@@ -6,7 +6,6 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,6 +23,7 @@ use super::waiting::{WaitTicket, WaitingRoom};
 use super::window::{nanos, Window};
 use crate::clock;
 use crate::criticality::Criticality;
+use crate::telemetry::LimitGauge;
 use no_load::NoLoad;
 
 /// The longest an abandoned attempt is counted as still held by the dependency: past it,
@@ -49,10 +49,8 @@ pub struct LoadTracker {
     /// The dependency's key, when the tracker is one of a [`KeyedTrackers`](super::KeyedTrackers).
     dependency: Option<Arc<str>>,
     state: Mutex<State>,
-    /// The limit as the latest event left it, and the one last handed to a gauge (`0` before
-    /// the first): read without the lock.
-    limit: AtomicU32,
-    reported: AtomicU32,
+    /// Where the limit is recorded when it moves (O4).
+    gauge: Option<LimitGauge>,
 }
 
 struct State {
@@ -68,6 +66,8 @@ struct State {
     pressed: Option<(Instant, Criticality)>,
     window: Window,
     limit: Limit,
+    /// The limit last recorded in the gauge.
+    recorded: u32,
     no_load: NoLoad,
     waiting: WaitingRoom,
 }
@@ -92,7 +92,6 @@ impl LoadTracker {
 
     fn of(control: OverloadControl, dependency: Option<Arc<str>>, now: Instant) -> Self {
         let limit = Limit::new(&control);
-        let published = AtomicU32::new(limit.value());
         Self {
             control,
             dependency,
@@ -103,13 +102,20 @@ impl LoadTracker {
                 due: now,
                 pressed: None,
                 window: Window::new(control.window, now),
+                recorded: limit.value(),
                 limit,
                 no_load: NoLoad::new(now),
                 waiting: WaitingRoom::default(),
             }),
-            limit: published,
-            reported: AtomicU32::new(0),
+            gauge: None,
         }
+    }
+
+    /// The tracker, recording its limit in `gauge` from now on, and whenever it moves (O4).
+    pub(crate) fn reporting_to(mut self, gauge: LimitGauge) -> Self {
+        gauge.record(self.lock().limit.value());
+        self.gauge = Some(gauge);
+        self
     }
 
     /// Admits an attempt at `now` whose call has `left` (`None`: no deadline) and whose caller
@@ -291,26 +297,26 @@ impl LoadTracker {
         self.dependency.as_ref()
     }
 
-    /// The limit as the latest event left it, when it differs from the one this returned last
-    /// (the first time, always): what a gauge needs, recorded only when it moves (O4). Two
-    /// atomic reads, no lock: every attempt's end asks.
-    #[inline]
-    pub fn limit_moved(&self) -> Option<u32> {
-        let limit = self.limit.load(Ordering::Relaxed);
-        if self.reported.load(Ordering::Relaxed) == limit {
-            return None;
-        }
-        (self.reported.swap(limit, Ordering::Relaxed) != limit).then_some(limit)
-    }
-
-    /// The state, brought up to `now`, with the limit published for [`limit_moved`](Self::limit_moved).
+    /// The state, brought up to `now`. A slot's end moves the limit: it is recorded then.
     #[inline]
     fn at(&self, now: Instant) -> MutexGuard<'_, State> {
         let mut state = self.lock();
         if state.roll(now) {
-            self.limit.store(state.limit.value(), Ordering::Relaxed);
+            self.record_limit(&mut state);
         }
         state
+    }
+
+    /// Records the limit in the gauge when the slot's end that just passed moved it.
+    #[cold]
+    fn record_limit(&self, state: &mut State) {
+        let limit = state.limit.value();
+        if limit != state.recorded {
+            state.recorded = limit;
+            if let Some(gauge) = &self.gauge {
+                gauge.record(limit);
+            }
+        }
     }
 
     /// A lock without poisoning: nothing under it can leave the state inconsistent if it
