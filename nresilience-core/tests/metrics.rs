@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nresilience_core::call::{Call, CallOptions, Step};
 use nresilience_core::fleet::{Allowance, RetryShare, ServerAdmission};
 use nresilience_core::nesting::{self, NestingSource};
 use nresilience_core::overload::OverloadControl;
@@ -24,6 +23,8 @@ use nresilience_core::{
 use opentelemetry::global;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+
+mod one_at_a_time;
 
 /// `(metric, sorted tags)` → summed value (count for histograms).
 type Points = HashMap<(String, Vec<(String, String)>), f64>;
@@ -195,20 +196,10 @@ async fn b11_b12_c3_c4_hg2_o4_f2_f3_f4_counters_histograms_and_gauges_carry_the_
             .unwrap();
     }
 
-    // O4: a call overload control refuses, per dependency: one attempt in flight at most, and
-    // no deadline to wait for room within (O7).
-    let saturating = RetryPolicy::builder()
-        .name("saturating")
-        .deadline(None)
-        .overload_control(Some(OverloadControl::new().floor(1).initial(1)))
-        .build()
-        .unwrap();
+    // O4: a call overload control refuses, per dependency.
     let now = std::time::Instant::now();
-    let db = CallOptions::new().key("db:5432");
-    let mut running = Call::<()>::start(&saturating, now, db);
-    assert!(matches!(running.next::<()>(now), Step::Run(_)));
-    let mut refused = Call::<()>::start(&saturating, now, db);
-    assert!(matches!(refused.next::<()>(now), Step::Done(Err(_))));
+    let (saturating, _running) = one_at_a_time::one_running("saturating", now);
+    one_at_a_time::refused(&saturating, now);
 
     // F2: a service's view of its fleet, 80 retries among 200 first attempts.
     let share = Arc::new(RetryShare::new(0.1, now).unwrap());

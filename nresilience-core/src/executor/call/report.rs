@@ -82,6 +82,7 @@ impl<E> Call<E> {
             SaturatedBy::Limit => "limit",
         };
         if let Some(load) = &self.load {
+            load.record_limit_at(now);
             instruments.overload_refusal(cause, self.criticality, load.dependency());
         }
         tracing::event!(

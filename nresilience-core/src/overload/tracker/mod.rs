@@ -307,6 +307,16 @@ impl LoadTracker {
         state
     }
 
+    /// Records the limit at `now` in the gauge, moved or not: a refusal's, so that a limit
+    /// that binds and then holds still is in every export, delta ones included, while it
+    /// refuses.
+    pub(crate) fn record_limit_at(&self, now: Instant) {
+        let state = self.at(now);
+        if let Some(gauge) = &self.gauge {
+            gauge.record(state.limit.value());
+        }
+    }
+
     /// Records the limit in the gauge when the slot's end that just passed moved it.
     #[cold]
     fn record_limit(&self, state: &mut State) {
