@@ -44,14 +44,7 @@ impl KeyedTrackers {
     pub(crate) fn tracker_for(&self, key: &str, now: Instant) -> Arc<LoadTracker> {
         let control = self.control;
         self.lock().get_or_make(key, self.max_keys, || {
-            let tracker = LoadTracker::keyed(control, key, now);
-            match (&self.gauge, tracker.dependency()) {
-                (Some(gauge), Some(key)) => {
-                    let gauge = gauge.of_dependency(key);
-                    tracker.reporting_to(gauge)
-                }
-                _ => tracker,
-            }
+            LoadTracker::keyed(control, key, self.gauge.as_ref(), now)
         })
     }
 

@@ -85,9 +85,19 @@ impl LoadTracker {
         Self::of(control, None, now)
     }
 
-    /// A tracker of the dependency `key`, for its gauge's tag.
-    pub(super) fn keyed(control: OverloadControl, key: &str, now: Instant) -> Self {
-        Self::of(control, Some(Arc::from(key)), now)
+    /// A tracker of the dependency `key`, recording its limit in `gauge`'s series of that key.
+    pub(super) fn keyed(
+        control: OverloadControl,
+        key: &str,
+        gauge: Option<&LimitGauge>,
+        now: Instant,
+    ) -> Self {
+        let key = Arc::<str>::from(key);
+        let tracker = Self::of(control, Some(Arc::clone(&key)), now);
+        match gauge {
+            Some(gauge) => tracker.reporting_to(gauge.of_dependency(&key)),
+            None => tracker,
+        }
     }
 
     fn of(control: OverloadControl, dependency: Option<Arc<str>>, now: Instant) -> Self {
@@ -301,7 +311,7 @@ impl LoadTracker {
     #[inline]
     fn at(&self, now: Instant) -> MutexGuard<'_, State> {
         let mut state = self.lock();
-        if state.roll(now) {
+        if state.roll(now) && state.limit.value() != state.recorded {
             self.record_limit(&mut state);
         }
         state
@@ -311,21 +321,16 @@ impl LoadTracker {
     /// that binds and then holds still is in every export, delta ones included, while it
     /// refuses.
     pub(crate) fn record_limit_at(&self, now: Instant) {
-        let state = self.at(now);
-        if let Some(gauge) = &self.gauge {
-            gauge.record(state.limit.value());
-        }
+        let mut state = self.lock();
+        state.roll(now);
+        self.record_limit(&mut state);
     }
 
-    /// Records the limit in the gauge when the slot's end that just passed moved it.
     #[cold]
     fn record_limit(&self, state: &mut State) {
-        let limit = state.limit.value();
-        if limit != state.recorded {
-            state.recorded = limit;
-            if let Some(gauge) = &self.gauge {
-                gauge.record(limit);
-            }
+        state.recorded = state.limit.value();
+        if let Some(gauge) = &self.gauge {
+            gauge.record(state.recorded);
         }
     }
 
