@@ -174,8 +174,9 @@ impl Limit {
         self.value = next.clamp(self.floor, self.max);
     }
 
-    /// The accumulation limit (O5): the maximum until work has accumulated for two windows,
-    /// then the work held at that moment, so that it stops growing, and lower by a tenth each
+    /// The accumulation limit (O5): the maximum until work has accumulated for two windows
+    /// (what was sent, or turned away by the expected wait, outrunning what was answered, or
+    /// the callers giving up on a share of what ended), then the work held at that moment, so that it stops growing, and lower by a tenth each
     /// slot in which work still accumulates under it (attempts admitted and given up on before
     /// an answer). Bound and keeping pace, it is raised now and then, over a window, and the
     /// raise stays only if the dependency then finishes more: a dependency that is slower but
@@ -185,7 +186,12 @@ impl Limit {
         let accumulation = window.accumulation();
         let state = &mut self.accumulation;
         if !state.engaged {
-            let growing = accumulation.is_some_and(|a| a > ACCUMULATING);
+            // The work offered, what the expected wait turned away included: it is what piles
+            // up once a queue holds the callers' patience. Bound, the limit moves on what is
+            // sent, as what the expected wait refuses is not sent whatever the limit.
+            let growing = window
+                .offered_accumulation()
+                .is_some_and(|a| a > ACCUMULATING);
             // A ramp — finishing more than a window before, not yet seen to finish anything, or
             // answering its fast share while the rest is due — is not a queue, nor proof
             // against one: it neither counts nor resets.

@@ -13,8 +13,10 @@
 //!   wait is longer than the time the call has left (its own deadline, or its caller's, C2),
 //!   the attempt is not sent.
 //! - **O2, O5, a concurrency limit that binds on accumulation.** Unbound until, for two
-//!   windows, the dependency answers less than four fifths of what it is sent, or its callers
-//!   give up on more than a fifth of the attempts that end (work accumulating, as in a queue);
+//!   windows, the dependency answers less than four fifths of what it is sent (the attempts
+//!   O1 turned away from callers who could have waited longer than its attempts take counted
+//!   as sent), or its callers give up on more than a fifth of the attempts that end (work
+//!   accumulating, as in a queue);
 //!   then the work held, lower while work still accumulates, never below a floor, raised when
 //!   a raise lets the dependency finish more, and let go after a calm window. A dependency
 //!   that is slower but keeps pace is not limited, which no latency-based limit

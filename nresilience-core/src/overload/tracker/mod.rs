@@ -368,6 +368,15 @@ impl State {
             if left.zip(wait).is_some_and(|(left, wait)| wait > left)
                 && self.window.pace_tells_wait()
             {
+                // Turned away with longer than the dependency's attempts take, by the work
+                // ahead of it: work accumulating (O5). With less, it was slower than the
+                // caller can wait, queue or none.
+                if left
+                    .zip(self.window.mean())
+                    .is_some_and(|(left, mean)| left > mean)
+                {
+                    self.window.turned_away();
+                }
                 return Err(self.refuse(wait, SaturatedBy::Wait, 0));
             }
             // A call that cannot wait (no deadline) is not among the waiters: it goes before

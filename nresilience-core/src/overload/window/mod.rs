@@ -51,6 +51,9 @@ pub(super) struct Slot {
     busy_nanos: u64,
     /// Attempts refused by the limit.
     pub(super) refused: u32,
+    /// Attempts refused by their expected wait (O1) though their callers would have waited
+    /// longer than the window's attempts took: turned away by the work held ahead of them.
+    turned_away: u32,
     /// Requests a service's handlers held when their callers left, unanswered (F4).
     left: u32,
 }
@@ -109,6 +112,7 @@ impl Pace {
 #[derive(Debug, Clone, Copy, Default)]
 struct Tally {
     sent: u64,
+    turned_away: u64,
     dropped: u64,
     given_up: u64,
     answers: u64,
@@ -120,6 +124,7 @@ impl Tally {
     fn and(self, slot: &Slot) -> Self {
         Self {
             sent: self.sent + u64::from(slot.sent),
+            turned_away: self.turned_away + u64::from(slot.turned_away),
             dropped: self.dropped + u64::from(slot.dropped),
             given_up: self.given_up + u64::from(slot.given_up),
             answers: self.answers + u64::from(slot.answers),
@@ -463,6 +468,13 @@ impl Window {
         left * 4 > answers
     }
 
+    /// An attempt was refused by its expected wait (O1) though its caller would have waited
+    /// longer than the window's attempts took.
+    pub(super) fn turned_away(&mut self) {
+        let slot = self.current_mut();
+        slot.turned_away = slot.turned_away.saturating_add(1);
+    }
+
     /// An attempt was refused by the limit.
     pub(super) fn refused(&mut self) {
         let slot = self.current_mut();
@@ -504,7 +516,23 @@ impl Window {
     /// settle moves neither.
     pub(super) fn accumulation(&self) -> Option<f64> {
         let tally = self.tally();
-        let outran = tally.paced_sent().max(tally.answers + tally.given_up);
+        self.outran(tally, tally.paced_sent())
+    }
+
+    /// [`accumulation`](Self::accumulation) with the attempts [turned
+    /// away](Self::turned_away) counted as sent: the work offered. Once a queue holds its
+    /// callers' patience, the expected wait sends no more than leaves it, and what it turns
+    /// away is the work piling up; the answers show it only when the callers give up on the
+    /// attempts sent at the queue's edge, after that patience. A dependency slower than some
+    /// callers can wait turns those away with no queue: they do not count.
+    pub(super) fn offered_accumulation(&self) -> Option<f64> {
+        let tally = self.tally();
+        self.outran(tally, tally.paced_sent() + tally.turned_away)
+    }
+
+    /// How far `sent`, or what ended, outran what the window answered.
+    fn outran(&self, tally: Tally, sent: u64) -> Option<f64> {
+        let outran = sent.max(tally.answers + tally.given_up);
         match tally.answers {
             0 if tally.busy_nanos < self.slot_nanos => None,
             0 => Some(f64::INFINITY),

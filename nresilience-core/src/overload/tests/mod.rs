@@ -6,6 +6,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::criticality::Criticality;
 
+mod patience;
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
