@@ -175,15 +175,15 @@ impl Limit {
     }
 
     /// The accumulation limit (O5): the maximum until work has accumulated for two windows
-    /// (what was sent, or turned away by the expected wait, outrunning what was answered, or
-    /// the callers giving up on a share of what ended), then the work held at that moment, so that it stops growing, and lower by a tenth each
-    /// slot in which work still accumulates under it (attempts admitted and given up on before
-    /// an answer). Bound and keeping pace, it is raised now and then, over a window, and the
+    /// (what was sent, and what the expected wait turned away from callers who could have
+    /// waited longer than the window's attempts took, outrunning what was answered, or the
+    /// callers giving up on a share of what ended), then the work held at that moment, so that
+    /// it stops growing, and lower by a tenth each slot in which work still accumulates under
+    /// it (attempts admitted and given up on before an answer). Bound and keeping pace, it is raised now and then, over a window, and the
     /// raise stays only if the dependency then finishes more: a dependency that is slower but
     /// keeps pace with what it is sent finishes more with more in flight, a queue does not.
     /// Unneeded for a window, it lets go.
     fn accumulate(&mut self, slot: &Slot, window: &Window, held: u32) {
-        let accumulation = window.accumulation();
         let state = &mut self.accumulation;
         if !state.engaged {
             // The work offered, what the expected wait turned away included: it is what piles
@@ -210,6 +210,7 @@ impl Limit {
             }
             return;
         }
+        let accumulation = window.accumulation();
         let refused = slot.refused > 0;
         let calm = !refused && accumulation.is_none_or(|a| a <= KEEPING_PACE);
         state.calm = if calm { state.calm + 1 } else { 0 };

@@ -64,7 +64,7 @@ impl<E> Call<E> {
         let admission = match self
             .load
             .as_ref()
-            .map(|load| load.admit(now, left, self.criticality))
+            .map(|load| load.admit_hedge(now, left, self.criticality))
         {
             Some(Ok(admission)) => Some(admission),
             None => None,

@@ -14,9 +14,10 @@ struct Run {
 }
 
 /// A dependency that finishes every attempt sent to it for 2 s, twenty a slot, then only the
-/// oldest `serves` a slot, first in first out, for 4 s: a queue. Twenty calls come each
-/// slot, each waiting `left`; none gives up, so nothing is cut or abandoned.
-fn queue_behind_patience(serves: usize, left: Duration) -> Run {
+/// oldest `serves` a slot, first in first out, for 4 s: a queue. Twenty attempts come each
+/// slot, the `i`th waiting what `attempt(i)` says, a hedge when it says so; none is given up
+/// on, so nothing is cut or abandoned.
+fn queue_behind_patience(serves: usize, attempt: impl Fn(usize) -> (Duration, bool)) -> Run {
     let start = Instant::now();
     let tracker = LoadTracker::new(OverloadControl::new(), start);
     let mut queue: VecDeque<(Instant, Ticket)> = VecDeque::new();
@@ -31,8 +32,14 @@ fn queue_behind_patience(serves: usize, left: Duration) -> Run {
             tracker.answered(ticket, now - sent, Answer::Served, now);
         }
         let mut turned_away = 0;
-        for _ in 0..20 {
-            match tracker.admit(now, Some(left), Criticality::Normal) {
+        for i in 0..20 {
+            let (left, hedge) = attempt(i);
+            let admitted = if hedge {
+                tracker.admit_hedge(now, Some(left), Criticality::Normal)
+            } else {
+                tracker.admit(now, Some(left), Criticality::Normal)
+            };
+            match admitted {
                 Ok(admission) => queue.push_back((now, admission.ticket)),
                 Err(refused) if refused.cause == SaturatedBy::Wait => turned_away += 1,
                 Err(_) => {}
@@ -49,9 +56,10 @@ fn o5_o1_a_queue_its_callers_patience_holds_full_binds_the_limit_by_the_calls_it
     // Twenty calls a slot against eight finished: the queue fills until its wait is the
     // callers' 2 s, and from then the expected wait (O1) sends only what leaves it. Nothing is
     // given up on and what is sent is answered, yet work accumulates: the calls turned away
-    // are work the dependency cannot take. The limit binds on them within two windows, at the
-    // work then held, the 160 attempts that are the callers' 2 s at eight a slot.
-    let run = queue_behind_patience(8, ms(2_000));
+    // are work the dependency cannot take. The limit binds on them one to two windows after
+    // the first is turned away, at the work then held, the 160 attempts that are the callers'
+    // 2 s at eight a slot, and holds there (the run ends before a bound limit is probed).
+    let run = queue_behind_patience(8, |_| (ms(2_000), false));
     let first = run
         .turned_away
         .iter()
@@ -97,7 +105,10 @@ fn o5_o1_callers_with_less_time_than_a_dependency_takes_do_not_bind_the_limit() 
             let left = if call % 2 == 0 { ms(100) } else { ms(2_000) };
             match tracker.admit(now, Some(left), Criticality::Normal) {
                 Ok(admission) => held.push_back((now, admission.ticket)),
-                Err(_) if left == ms(100) => short_refused += 1,
+                Err(refused) if left == ms(100) => {
+                    assert_eq!(refused.cause, SaturatedBy::Wait);
+                    short_refused += 1;
+                }
                 Err(_) => long_refused += 1,
             }
         }
@@ -108,4 +119,29 @@ fn o5_o1_callers_with_less_time_than_a_dependency_takes_do_not_bind_the_limit() 
         "O1 turns the short calls away: {short_refused}"
     );
     assert_eq!(long_refused, 0);
+}
+
+#[test]
+fn o5_o1_a_hedge_turned_away_is_no_work_offered() {
+    // The same queue, sent eight first attempts a slot by callers who wait 30 s — what it
+    // finishes — and twelve hedges of calls that wait 2 s. The hedges fill it to their 2 s and
+    // are turned away from then: each copies an attempt already sent, and nothing piles up
+    // behind it. The limit never binds.
+    let run = queue_behind_patience(8, |i| {
+        if i < 8 {
+            (ms(30_000), false)
+        } else {
+            (ms(2_000), true)
+        }
+    });
+    assert!(
+        run.turned_away.iter().sum::<u32>() > 100,
+        "the hedges are turned away: {:?}",
+        run.turned_away
+    );
+    assert!(
+        run.limits.iter().all(|&limit| limit == 1_000),
+        "{:?}",
+        run.limits
+    );
 }

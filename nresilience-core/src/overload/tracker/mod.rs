@@ -141,7 +141,20 @@ impl LoadTracker {
         left: Option<Duration>,
         criticality: Criticality,
     ) -> Result<Admission, Saturated> {
-        self.at(now).admit(now, left, criticality, None, false)
+        self.at(now)
+            .admit::<false>(now, left, criticality, None, false)
+    }
+
+    /// [`admit`](Self::admit) for a hedge. Turned away by its expected wait, a hedge is no work
+    /// offered: the attempt it copies was sent (O5).
+    pub fn admit_hedge(
+        &self,
+        now: Instant,
+        left: Option<Duration>,
+        criticality: Criticality,
+    ) -> Result<Admission, Saturated> {
+        self.at(now)
+            .admit::<true>(now, left, criticality, None, false)
     }
 
     /// Makes a call of `criticality` the limit refused wait for room until `until` (O7), or
@@ -169,7 +182,7 @@ impl LoadTracker {
         criticality: Criticality,
     ) -> Result<Admission, Saturated> {
         let mut state = self.at(now);
-        let admitted = state.admit(now, left, criticality, Some(ticket), false);
+        let admitted = state.admit::<false>(now, left, criticality, Some(ticket), false);
         if admitted.is_ok() {
             state.waiting.leave(ticket);
         }
@@ -346,9 +359,9 @@ impl LoadTracker {
 impl State {
     /// [`LoadTracker::admit`] for a new call, or for the call `waiting` with that ticket, on
     /// a state brought up to `now`; a `retry` a service received fills half its
-    /// criticality's share.
+    /// criticality's share; a `HEDGE` turned away by its expected wait is no work offered.
     #[inline(always)]
-    fn admit(
+    fn admit<const HEDGE: bool>(
         &mut self,
         now: Instant,
         left: Option<Duration>,
@@ -368,12 +381,14 @@ impl State {
             if left.zip(wait).is_some_and(|(left, wait)| wait > left)
                 && self.window.pace_tells_wait()
             {
-                // Turned away with longer than the dependency's attempts take, by the work
-                // ahead of it: work accumulating (O5). With less, it was slower than the
-                // caller can wait, queue or none.
-                if left
-                    .zip(self.window.mean())
-                    .is_some_and(|(left, mean)| left > mean)
+                // Turned away with longer than the window's attempts took, queueing included,
+                // by the work ahead of it: work accumulating (O5). With less, the dependency
+                // was slower than the caller can wait, queue or none; and a hedge copies an
+                // attempt already sent.
+                if !HEDGE
+                    && left
+                        .zip(self.window.mean())
+                        .is_some_and(|(left, mean)| left > mean)
                 {
                     self.window.turned_away();
                 }

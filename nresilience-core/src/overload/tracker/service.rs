@@ -41,7 +41,7 @@ impl LoadTracker {
             let wait = state.queue_wait(state.held()).or(state.no_load.get());
             return Err(RequestRefused::Shed(wait.unwrap_or(slot)));
         }
-        let admitted = state.admit(now, left, criticality, None, retry);
+        let admitted = state.admit::<false>(now, left, criticality, None, retry);
         if admitted.is_err() && !retry {
             let most = match pressed {
                 Some((_, refused)) if !criticality.at_least(refused) => refused,

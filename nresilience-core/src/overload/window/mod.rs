@@ -523,8 +523,10 @@ impl Window {
     /// away](Self::turned_away) counted as sent: the work offered. Once a queue holds its
     /// callers' patience, the expected wait sends no more than leaves it, and what it turns
     /// away is the work piling up; the answers show it only when the callers give up on the
-    /// attempts sent at the queue's edge, after that patience. A dependency slower than some
-    /// callers can wait turns those away with no queue: they do not count.
+    /// attempts sent at the queue's edge, after that patience. The tracker counts only the
+    /// attempts turned away though their callers could have waited longer than the window's
+    /// attempts took, queueing included: a dependency slower than some callers can wait turns
+    /// those away with no queue behind it.
     pub(super) fn offered_accumulation(&self) -> Option<f64> {
         let tally = self.tally();
         self.outran(tally, tally.paced_sent() + tally.turned_away)
