@@ -174,14 +174,14 @@ impl Limit {
         self.value = next.clamp(self.floor, self.max);
     }
 
-    /// The accumulation limit (O5): the maximum until work has accumulated for two windows
-    /// (what was sent, and what the expected wait turned away from callers who could have
-    /// waited longer than the window's attempts took, outrunning what was answered, or the
-    /// callers giving up on a share of what ended), then the work held at that moment, so that
-    /// it stops growing, and lower by a tenth each slot in which work still accumulates under
-    /// it (attempts admitted and given up on before an answer). Bound and keeping pace, it is raised now and then, over a window, and the
-    /// raise stays only if the dependency then finishes more: a dependency that is slower but
-    /// keeps pace with what it is sent finishes more with more in flight, a queue does not.
+    /// The accumulation limit (O5): the maximum until work has accumulated for two windows (what
+    /// was sent, and what the expected wait turned away from callers who could have waited longer
+    /// than the window's attempts took, outrunning what was answered, or the callers giving up on a
+    /// share of what ended), then the work held at that moment, so that it stops growing, and lower
+    /// by a tenth each slot in which work still accumulates under it (attempts admitted and given
+    /// up on before an answer). Bound and keeping pace, it is raised now and then, over a window,
+    /// and the raise stays only if the dependency then finishes more: a dependency that is slower
+    /// but keeps pace with what it is sent finishes more with more in flight, a queue does not.
     /// Unneeded for a window, it lets go.
     fn accumulate(&mut self, slot: &Slot, window: &Window, held: u32) {
         let state = &mut self.accumulation;

@@ -10,17 +10,16 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum LimitAlgorithm {
-    /// No limit until, for two windows, what is sent (and what the expected wait turned away
-    /// from callers who could have waited longer than the dependency's attempts took) outruns
-    /// what the dependency answers, or callers give up on more than a fifth of the attempts
-    /// that end (a queue), then the work held at that moment, lower while work still
-    /// accumulates: a dependency that is slower but keeps pace is not limited, however high
-    /// its latency. While its attempts in flight
-    /// ramp up to a latency of seconds, what is sent outruns what is answered too, but a ramp
-    /// finishes more window after window where a queue finishes the same: those windows, and
-    /// those before the dependency is first seen to finish anything, do not count.
-    /// A bound limit is raised now and then and keeps the raise only if the dependency then
-    /// finishes more. The default (O5).
+    /// No limit until, for two windows, what is sent (and what the expected wait turned away from
+    /// callers who could have waited longer than the dependency's attempts took) outruns what the
+    /// dependency answers, or callers give up on more than a fifth of the attempts that end (a
+    /// queue), then the work held at that moment, lower while work still accumulates: a dependency
+    /// that is slower but keeps pace is not limited, however high its latency. While its attempts
+    /// in flight ramp up to a latency of seconds, what is sent outruns what is answered too, but a
+    /// ramp finishes more window after window where a queue finishes the same: those windows, and
+    /// those before the dependency is first seen to finish anything, do not count. A bound limit is
+    /// raised now and then and keeps the raise only if the dependency then finishes more. The
+    /// default (O5).
     #[default]
     Accumulation,
     /// Scales the limit by the ratio of the no-load latency to the latency measured, plus a
