@@ -104,6 +104,25 @@ fn f5_a_fleet_of_many_small_clients_is_held_only_by_its_dependency() {
     // Two calls a second need fewer retries than the floor's three: the budget holds nothing.
     assert_eq!(load(&runs[1]), load(&runs[0]));
     assert!(load(&runs[3]) < 1.12, "{}", runs[3]);
+    // Each run's seconds, as the storm's `--json` has them, add up to the run.
+    for run in &runs {
+        let sum = |key: &str| -> u64 {
+            run[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_u64().unwrap())
+                .sum()
+        };
+        assert_eq!(sum("calls_per_second"), run["calls"].as_u64().unwrap());
+        let attempts: u64 = run["by_size"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|class| class["attempts"].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum("attempts_per_second"), attempts);
+    }
 }
 
 #[test]

@@ -174,5 +174,7 @@ fn to_json(
             "attempts": attempts,
             "load_multiplier": load_multiplier(attempts, calls),
         })).collect::<Vec<_>>(),
+        "calls_per_second": r.seconds.iter().map(|s| s.calls).collect::<Vec<_>>(),
+        "attempts_per_second": r.seconds.iter().map(|s| s.attempts).collect::<Vec<_>>(),
     })
 }
