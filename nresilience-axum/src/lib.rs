@@ -82,7 +82,7 @@
 //! coordinator (F2): it counts the first attempts and the retries reaching it and writes on
 //! every answer the share of retries it sees, the share it accepts (10 % by default) and the
 //! allowance it advises (`x-nresilience-fleet: retries=0.240, accepted=0.100,
-//! allowance=0.645`). Each nresilience client scales its own retry budget to it, the floor
+//! allowance=0.708`). Each nresilience client scales its own retry budget to it, the floor
 //! first (F3), so many small clients are held together where each one's floor alone would let
 //! them add up. Off unless registered.
 //!

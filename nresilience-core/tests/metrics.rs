@@ -230,7 +230,7 @@ async fn b11_b12_c3_c4_hg2_o4_f2_f3_f4_counters_histograms_and_gauges_carry_the_
     assert!(get(&points, PER_CALL_BUDGETS, &[]) >= 100.0, "{points:#?}");
     assert_eq!(get(&points, FLEET_RETRIES, &[]), 0.4);
     assert_eq!(get(&points, FLEET_ACCEPTED, &[]), 0.1);
-    assert_eq!(get(&points, FLEET_ALLOWANCE, &[]), 0.5);
+    assert_eq!(get(&points, FLEET_ALLOWANCE, &[]), 0.625); // the floor cut to a quarter
     let refusal = [
         ("nresilience.cause", "limit"),
         ("nresilience.attempt", "retry"),

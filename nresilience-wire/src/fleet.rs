@@ -1,5 +1,5 @@
 //! What a service tells its callers about the fleet's retries (F2):
-//! `x-nresilience-fleet: retries=0.240, accepted=0.100, allowance=0.645`.
+//! `x-nresilience-fleet: retries=0.240, accepted=0.100, allowance=0.708`.
 
 use http::header::{HeaderMap, HeaderValue};
 use nresilience_core::fleet::{Advice, Allowance};
@@ -13,12 +13,12 @@ use crate::signal::one_value;
 /// use nresilience_core::fleet::{Advice, Allowance};
 /// use nresilience_wire::{fleet_value, read_fleet, FLEET};
 ///
-/// let advice = Advice::new(0.24, 0.1, Allowance::new(0.645));
+/// let advice = Advice::new(0.24, 0.1, Allowance::new(0.708));
 /// let value = fleet_value(&advice);
-/// assert_eq!(value, "retries=0.240, accepted=0.100, allowance=0.645");
+/// assert_eq!(value, "retries=0.240, accepted=0.100, allowance=0.708");
 /// let mut headers = http::HeaderMap::new();
 /// headers.insert(FLEET, value);
-/// assert_eq!(read_fleet(&headers).unwrap().allowance(), Allowance::new(0.645));
+/// assert_eq!(read_fleet(&headers).unwrap().allowance(), Allowance::new(0.708));
 /// ```
 #[must_use]
 pub fn fleet_value(advice: &Advice) -> HeaderValue {
@@ -109,20 +109,20 @@ mod tests {
 
     #[test]
     fn f2_advice_reads_strictly() {
-        let advice = parse_fleet(b"retries=0.240, accepted=0.100, allowance=0.645").unwrap();
+        let advice = parse_fleet(b"retries=0.240, accepted=0.100, allowance=0.708").unwrap();
         assert_eq!(advice.retries(), 0.24);
         assert_eq!(advice.accepted(), 0.1);
-        assert_eq!(advice.allowance(), Allowance::new(0.645));
+        assert_eq!(advice.allowance(), Allowance::new(0.708));
         for value in [
             &b""[..],
             b"retries=0.240, accepted=0.100",
-            b"retries=0.240,accepted=0.100,allowance=0.645",
-            b"accepted=0.100, retries=0.240, allowance=0.645",
+            b"retries=0.240,accepted=0.100,allowance=0.708",
+            b"accepted=0.100, retries=0.240, allowance=0.708",
             b"retries=0.240, accepted=0.100, allowance=1.001",
-            b"retries=0.24, accepted=0.100, allowance=0.645",
-            b"retries=0.240, accepted=0.100, allowance=0.645, more=1",
+            b"retries=0.24, accepted=0.100, allowance=0.708",
+            b"retries=0.240, accepted=0.100, allowance=0.708, more=1",
             b"retries=0.240, accepted=0.100, allowance=-0.64",
-            b"retries=0.240, accepted=0.100, allowance=0.645 ",
+            b"retries=0.240, accepted=0.100, allowance=0.708 ",
         ] {
             assert_eq!(
                 parse_fleet(value),

@@ -45,6 +45,18 @@ impl Allowance {
         Self((share.clamp(0.0, 1.0) * f64::from(PARTS)).round() as u32)
     }
 
+    /// The allowance that leaves `fraction` of the budget's fraction and `floor` of its
+    /// floor, each clamped to `0..=1`: the floor goes first, so any of it leaves the fraction
+    /// whole.
+    #[must_use]
+    pub(crate) fn of_shares(fraction: f64, floor: f64) -> Self {
+        if floor > 0.0 {
+            Self::new((1.0 + floor) / 2.0)
+        } else {
+            Self::new(fraction / 2.0)
+        }
+    }
+
     /// The allowance in parts per million.
     #[must_use]
     pub(crate) const fn from_parts(parts: u32) -> Self {

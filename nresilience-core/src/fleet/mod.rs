@@ -26,7 +26,9 @@
 //! let advice = service.advice(start);
 //! assert_eq!(advice.retries(), 1.0);
 //! client.follow(advice.allowance(), start);
-//! assert!(client.allowance(start).share() < 0.5); // no floor left, and less of the fraction
+//! // The floor goes first: a tenth of it left, the fraction whole.
+//! assert!((client.allowance(start).floor_share() - 0.1).abs() < 1e-6);
+//! assert_eq!(client.allowance(start).fraction_share(), 1.0);
 //! # Ok::<(), nresilience_core::InvalidBudget>(())
 //! ```
 

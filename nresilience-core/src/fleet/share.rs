@@ -20,25 +20,31 @@ const ENOUGH_FIRSTS: u64 = 200;
 /// The longest span one reading covers, for a service too quiet to see enough first attempts.
 const LONGEST: Duration = Duration::from_secs(10);
 
-/// The most the allowance rises in one reading. A fleet under its share may be under it
-/// because its buckets are still refilling, not because it retries less: rising faster than
+/// The most a part of the budget rises in one reading. A fleet under its share may be under
+/// it because its buckets are still refilling, not because it retries less: rising faster than
 /// they refill winds the allowance up, and the fleet's refilled buckets then spend together.
 const MOST_RISE: f64 = 1.1;
 
-/// The least the allowance rises in one reading when the fleet is under its share: from
-/// nothing, proportion alone would never rise.
-const LEAST_RISE: f64 = 0.02;
+/// The least of a part of the budget a rise gives: from nothing, proportion alone would never
+/// rise. Less of the floor than this is none of it: a cut below it takes the floor away, so
+/// that the next cut falls on the fraction.
+const LEAST_PART: f64 = 0.02;
 
 /// The retries and first attempts reaching a service, and the allowance it advises the
 /// clients that sent them (F2).
 ///
 /// Every 200 first attempts (or every 10 s, for a quiet service) the share of retries among
-/// them is read against the share the service accepts. Over
-/// it, the allowance falls in proportion to the square root of the excess; under it, the
-/// allowance rises by at most a quarter. The square root damps the loop: the clients' banked
-/// tokens let their retries follow the allowance a reading or two late. Counting an attempt is
-/// one atomic addition and a comparison with the reading's end; closing a reading takes a lock
-/// no other thread waits for (one that finds it taken leaves the closing to its holder).
+/// them is read against the share the service accepts, and the part of the budget the allowance
+/// moves — the floor while any of it is left, the fraction below (F3) — follows in proportion:
+/// over the share it falls by the excess, under it it rises by the shortfall, by at most a
+/// tenth a reading. The step is taken on that part, not on the allowance, because the part is
+/// what a client's retries follow: a client of 2 calls a second has a floor of 3 retries a
+/// second and a fraction that funds 0.16 of one, so near an allowance of 0.5 a tenth more
+/// allowance is a tenth of its floor, 0.3 retries a second where its share of what the service
+/// accepts is 0.2, and a fleet of such clients swung between twice the accepted share and half
+/// of it. Counting an attempt is one atomic addition and a comparison with the reading's end;
+/// closing a reading takes a lock no other thread waits for (one that finds it taken leaves the
+/// closing to its holder).
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -55,7 +61,9 @@ const LEAST_RISE: f64 = 0.02;
 /// // The 200th first attempt closed the reading: 80 retries, four times what is accepted.
 /// let advice = share.advice(start);
 /// assert_eq!(advice.retries(), 0.4);
-/// assert_eq!(advice.allowance(), Allowance::new(0.5)); // √(0.1 / 0.4)
+/// // The floor goes first, cut to a quarter; the fraction is whole.
+/// assert_eq!(advice.allowance().floor_share(), 0.25);
+/// assert_eq!(advice.allowance().fraction_share(), 1.0);
 /// ```
 pub struct RetryShare {
     accepted: f64,
@@ -151,10 +159,9 @@ impl RetryShare {
             .store(now.saturating_add(nanos(LONGEST)), Ordering::Release);
         if firsts > 0 {
             let seen = retries as f64 / firsts as f64;
-            let before = Allowance::from_parts(self.allowance.load(Ordering::Acquire)).share();
+            let before = Allowance::from_parts(self.allowance.load(Ordering::Acquire));
             let after = next_allowance(before, seen, self.accepted);
-            self.allowance
-                .store(Allowance::new(after).parts(), Ordering::Release);
+            self.allowance.store(after.parts(), Ordering::Release);
             // Capped at one retry per first attempt: past that the advice is the same.
             self.seen
                 .store(Allowance::new(seen).parts(), Ordering::Release);
@@ -166,17 +173,28 @@ impl RetryShare {
     }
 }
 
-/// The allowance after a reading of `seen` retries per first attempt against `accepted`.
-fn next_allowance(before: f64, seen: f64, accepted: f64) -> f64 {
-    if seen > accepted {
-        before * (accepted / seen).sqrt()
+/// The allowance after a reading of `seen` retries per first attempt against `accepted`: the
+/// floor moved while any of it is left, the fraction below.
+fn next_allowance(before: Allowance, seen: f64, accepted: f64) -> Allowance {
+    let step = if seen > accepted {
+        accepted / seen
+    } else if seen > 0.0 {
+        (accepted / seen).min(MOST_RISE)
     } else {
-        let rise = if seen > 0.0 {
-            (accepted / seen).sqrt().min(MOST_RISE)
-        } else {
-            MOST_RISE
-        };
-        (before * rise).max(before + LEAST_RISE).min(1.0)
+        MOST_RISE
+    };
+    let (fraction, floor) = (before.fraction_share(), before.floor_share());
+    let risen = |part: f64| (part * step).clamp(LEAST_PART, 1.0);
+    if step < 1.0 {
+        if floor > 0.0 {
+            let floor = floor * step;
+            return Allowance::of_shares(1.0, if floor < LEAST_PART { 0.0 } else { floor });
+        }
+        Allowance::of_shares(fraction * step, 0.0)
+    } else if fraction < 1.0 {
+        Allowance::of_shares(risen(fraction), 0.0)
+    } else {
+        Allowance::of_shares(1.0, risen(floor))
     }
 }
 

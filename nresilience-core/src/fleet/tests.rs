@@ -41,25 +41,33 @@ fn f2_no_reading_before_enough_first_attempts_and_the_whole_budget_meanwhile() {
 }
 
 #[test]
-fn f2_over_its_share_the_fleet_is_advised_down_by_the_root_of_the_excess() {
+fn f2_f3_over_its_share_the_fleet_is_advised_down_in_proportion_the_floor_first() {
     let now = Instant::now();
     let share = RetryShare::new(0.1, now).unwrap();
-    attempts(&share, 200, 80, now); // 40 %
+    attempts(&share, 200, 80, now); // 40 %: four times the share
     let first = share.advice(now);
     assert_eq!(first.retries(), 0.4);
-    assert_eq!(first.allowance(), Allowance::new(0.5));
+    assert_eq!(first.allowance().floor_share(), 0.25);
+    assert_eq!(first.allowance().fraction_share(), 1.0);
     attempts(&share, 200, 80, now);
-    assert_eq!(share.advice(now).allowance(), Allowance::new(0.25));
+    assert_eq!(share.advice(now).allowance().floor_share(), 0.0625);
+    // A quarter of that is less of the floor than funds anything: it is gone.
+    attempts(&share, 200, 80, now);
+    assert_eq!(share.advice(now).allowance(), Allowance::new(0.5));
+    // Then the fraction falls, in proportion as the floor did.
+    attempts(&share, 200, 80, now);
+    assert_eq!(share.advice(now).allowance().fraction_share(), 0.25);
 }
 
 #[test]
-fn f2_under_its_share_the_fleet_is_advised_back_up_in_steps() {
+fn f2_f3_under_its_share_the_fleet_is_advised_back_up_in_steps() {
     let now = Instant::now();
     let share = RetryShare::new(0.1, now).unwrap();
-    attempts(&share, 200, 200, now); // 100 %: √0.1 ≈ 0.316
-    let low = share.advice(now).allowance().share();
+    attempts(&share, 200, 200, now); // 100 %: a tenth of the floor left
+    let low = share.advice(now).allowance().floor_share();
+    assert!((low - 0.1).abs() < 1e-5, "{low}");
     attempts(&share, 200, 0, now); // none: the most a reading rises
-    let risen = share.advice(now).allowance().share();
+    let risen = share.advice(now).allowance().floor_share();
     assert!((risen - low * 1.1).abs() < 1e-5, "{low} → {risen}");
     for _ in 0..30 {
         attempts(&share, 200, 0, now);
@@ -71,11 +79,38 @@ fn f2_under_its_share_the_fleet_is_advised_back_up_in_steps() {
 fn f2_from_nothing_the_allowance_still_rises() {
     let now = Instant::now();
     let share = RetryShare::new(0.0, now).unwrap();
-    attempts(&share, 200, 1, now);
-    attempts(&share, 200, 1, now);
+    attempts(&share, 200, 1, now); // the floor goes
+    attempts(&share, 200, 1, now); // then the fraction
     assert_eq!(share.advice(now).allowance(), Allowance::NONE);
     attempts(&share, 200, 0, now);
-    assert_eq!(share.advice(now).allowance(), Allowance::new(0.02));
+    assert_eq!(share.advice(now).allowance().fraction_share(), 0.02);
+}
+
+/// F3: 200 clients of 2 calls a second, failing one call in five, each with a floor of 3
+/// retries a second and a fraction that funds 0.16 (a tenth of its 1.6 successes): the floors
+/// fund their retries. Hearing each reading's advice as the next begins, the fleet's share
+/// settles near the accepted tenth and stays there. Stepping the allowance itself rather than
+/// the floor, a tenth more allowance was a tenth of every floor, and the fleet swung between a
+/// fifth of its first attempts and a sixteenth.
+#[test]
+fn f3_a_fleet_its_floors_fund_settles_near_the_share_without_swinging() {
+    let now = Instant::now();
+    let share = RetryShare::new(0.1, now).unwrap();
+    let mut shares = Vec::new();
+    for _ in 0..80 {
+        let heard = share.advice(now).allowance();
+        // Retries a second each: what its failures ask, at most what its budget funds.
+        let funded = 0.16 * heard.fraction_share() + 3.0 * heard.floor_share();
+        // A reading is 200 first attempts: half a second of the fleet's 400 calls.
+        let retries = (200.0 * 0.5 * funded.min(0.4)).round() as u64;
+        attempts(&share, 200, retries, now);
+        shares.push(retries as f64 / 200.0);
+    }
+    let settled = &shares[40..];
+    assert!(
+        settled.iter().all(|share| (0.06..=0.14).contains(share)),
+        "{settled:?}"
+    );
 }
 
 #[test]
@@ -152,6 +187,28 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
+    /// F3: whatever the fleet's readings, a reading over the accepted share never raises the
+    /// allowance, and one at or under it never lowers it.
+    #[test]
+    fn f3_each_reading_moves_the_allowance_the_way_the_share_says(
+        readings in proptest::collection::vec(0_u64..=200, 1..80),
+        accepted in prop_oneof![Just(0.0), Just(0.1), 0.0_f64..=1.0],
+    ) {
+        let now = Instant::now();
+        let share = RetryShare::new(accepted, now).unwrap();
+        for retries in readings {
+            let before = share.advice(now).allowance();
+            attempts(&share, 200, retries, now);
+            let advice = share.advice(now);
+            let seen = retries as f64 / 200.0;
+            if seen > accepted {
+                prop_assert!(advice.allowance() <= before, "{before:?} → {advice:?}");
+            } else {
+                prop_assert!(advice.allowance() >= before, "{before:?} → {advice:?}");
+            }
+        }
+    }
+
     /// F3: whatever the advice and however it changes, an advised bucket never grants a
     /// retry its unadvised twin, fed the same successes at the same instants, would refuse.
     #[test]
