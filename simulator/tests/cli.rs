@@ -104,7 +104,20 @@ fn f5_a_fleet_of_many_small_clients_is_held_only_by_its_dependency() {
     // Two calls a second need fewer retries than the floor's three: the budget holds nothing.
     assert_eq!(load(&runs[1]), load(&runs[0]));
     assert!(load(&runs[3]) < 1.12, "{}", runs[3]);
-    // Each run's seconds, as the storm's `--json` has them, add up to the run.
+}
+
+#[test]
+fn f5_the_fleets_json_carries_each_seconds_calls_and_attempts() {
+    // As the storm's `--json` has them: each run's seconds add up to the run.
+    let runs = fleet(&[
+        "--fleet-clients",
+        "200",
+        "--rate",
+        "400",
+        "--duration",
+        "10s",
+    ]);
+    assert_eq!(runs.len(), 4);
     for run in &runs {
         let sum = |key: &str| -> u64 {
             run[key]
