@@ -1,5 +1,5 @@
-//! The proxies: a noxious proxy on each of the chain's links, and the toxics the run puts
-//! in them.
+//! The proxies: a noxious proxy on each of the chain's links, the toxics the run puts in
+//! them, and the free loopback ports they and db listen on.
 
 use std::net::{SocketAddr, TcpListener as StdListener};
 

@@ -1,4 +1,5 @@
-//! The users: a steady rate of calls to the frontend, each with a deadline, counted per second.
+//! The users: a steady rate of calls to the frontend, each with a deadline, counted per
+//! second; and the faults, each with when it was on.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -1,5 +1,6 @@
-//! O5: the limit binds on work accumulating, not on attempts ramping up to a long latency;
-//! and a bound limit is raised only as far as the dependency then finishes more.
+//! O5 with O1: the limit binds on work accumulating, and neither it nor the expected wait
+//! refuses attempts ramping up to a long latency; a bound limit is raised only as far as the
+//! dependency then finishes more.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

@@ -1,4 +1,5 @@
-//! E5 with O1: the measured ceiling does not cut what the dependency's load makes slow.
+//! E5 with O1 and O5: the measured ceiling does not cut what the dependency's load makes
+//! slow, and a stall, which no ceiling or wait bounds, is bounded by the limit.
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,5 @@
 //! The load tracker (O1, O2, O5–O7, E5, H5): the helpers its tests share, the settings it
-//! refuses, and the properties that hold whatever happens.
+//! refuses, the table of trackers (H5), and the properties that hold whatever happens.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
