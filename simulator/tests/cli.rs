@@ -62,6 +62,18 @@ fn fleet(args: &[&str]) -> Vec<Value> {
         .collect()
 }
 
+/// [`fleet`]'s runs of 200 clients of 2 calls a second for `duration`.
+fn small_clients(duration: &str) -> Vec<Value> {
+    fleet(&[
+        "--fleet-clients",
+        "200",
+        "--rate",
+        "400",
+        "--duration",
+        duration,
+    ])
+}
+
 #[test]
 fn s1_the_fleet_is_held_near_one_plus_the_fraction() {
     let runs = fleet(&["--duration", "60s"]);
@@ -91,14 +103,7 @@ fn s1_the_fleet_is_held_near_one_plus_the_fraction() {
 
 #[test]
 fn f5_a_fleet_of_many_small_clients_is_held_only_by_its_dependency() {
-    let runs = fleet(&[
-        "--fleet-clients",
-        "200",
-        "--rate",
-        "400",
-        "--duration",
-        "30s",
-    ]);
+    let runs = small_clients("30s");
     let load = |run: &Value| run["load_multiplier"].as_f64().unwrap();
     assert_eq!(runs[0]["clients"], 200);
     // Two calls a second need fewer retries than the floor's three: the budget holds nothing.
@@ -109,14 +114,7 @@ fn f5_a_fleet_of_many_small_clients_is_held_only_by_its_dependency() {
 #[test]
 fn f5_the_fleets_json_carries_each_seconds_calls_and_attempts() {
     // As the storm's `--json` has them: each run's seconds add up to the run.
-    let runs = fleet(&[
-        "--fleet-clients",
-        "200",
-        "--rate",
-        "400",
-        "--duration",
-        "10s",
-    ]);
+    let runs = small_clients("10s");
     assert_eq!(runs.len(), 4);
     for run in &runs {
         let sum = |key: &str| -> u64 {
